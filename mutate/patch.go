@@ -1,0 +1,77 @@
+package mutate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Patch returns the JSONPatch that turns raw, the pod as the client sent it,
+// into mutated. original is raw decoded into a typed Pod.
+//
+// A typed round trip drops fields the compiled k8s.io/api does not know, so a
+// plain diff of raw against mutated would remove them. Like controller-runtime's
+// defaulter, Patch drops such "remove" operations; unlike it, it keeps the
+// removals the core intends (a converted emptyDir's medium, an overridden
+// env var's valueFrom): those are paths the typed original still has.
+func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
+	out, err := json.Marshal(mutated)
+	if err != nil {
+		return nil, fmt.Errorf("encoding mutated pod: %w", err)
+	}
+	ops, err := jsonpatch.CreatePatch(raw, out)
+	if err != nil {
+		return nil, fmt.Errorf("computing patch: %w", err)
+	}
+	var typed any // the typed original as generic JSON, decoded on first need
+	kept := ops[:0]
+	for _, op := range ops {
+		if op.Operation == "remove" {
+			if typed == nil {
+				b, err := json.Marshal(original)
+				if err != nil {
+					return nil, fmt.Errorf("encoding original pod: %w", err)
+				}
+				if err := json.Unmarshal(b, &typed); err != nil {
+					return nil, fmt.Errorf("decoding original pod: %w", err)
+				}
+			}
+			if !pointerExists(typed, op.Path) {
+				continue
+			}
+		}
+		kept = append(kept, op)
+	}
+	return kept, nil
+}
+
+// pointerExists reports whether the RFC 6901 pointer p names a value in doc.
+func pointerExists(doc any, p string) bool {
+	if p == "" {
+		return true
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := doc.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return false
+			}
+			doc = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return false
+			}
+			doc = v[i]
+		default:
+			return false
+		}
+	}
+	return true
+}

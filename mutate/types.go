@@ -1,0 +1,90 @@
+// Package mutate is the pure mutation core shared by the webhook and the
+// dry-run CLI: (pod, namespace facts, policies, overrides) → mutated pod, the
+// decisions taken and the warnings to show. It performs no I/O.
+package mutate
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// StatusAnnotation records, on every mutated pod, the policies applied (name
+// and content hash), their mode, and what was injected or skipped.
+const StatusAnnotation = "sandbox-webhook.io/status"
+
+// LeakMitigation is the server/CLI-wide mode override.
+type LeakMitigation string
+
+const (
+	// LeakMitigationPolicy lets each policy choose its mode (the default).
+	LeakMitigationPolicy LeakMitigation = "policy"
+	// LeakMitigationOn forces disk mode for every policy.
+	LeakMitigationOn LeakMitigation = "on"
+	// LeakMitigationOff forces memory mode for every policy.
+	LeakMitigationOff LeakMitigation = "off"
+)
+
+// ParseLeakMitigation parses on, off or policy.
+func ParseLeakMitigation(s string) (LeakMitigation, bool) {
+	switch l := LeakMitigation(s); l {
+	case LeakMitigationPolicy, LeakMitigationOn, LeakMitigationOff:
+		return l, true
+	case "":
+		return LeakMitigationPolicy, true
+	}
+	return "", false
+}
+
+// Namespace is what the core knows about the pod's namespace.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Options are settings that apply to every policy.
+type Options struct {
+	// LeakMitigation forces the mode of every policy unless "policy".
+	LeakMitigation LeakMitigation
+	// ExcludeNamespaces are never mutated (the webhook's own namespace).
+	// kube-system is always excluded.
+	ExcludeNamespaces []string
+}
+
+// PolicyResult says whether one policy matched the pod and, if not, why.
+type PolicyResult struct {
+	Policy      string
+	Hash        string
+	Matched     bool
+	Reason      string // why it did not match, or "" when it matched
+	Enforcement policy.Enforcement
+	Mode        policy.Mode // effective mode, after the override
+}
+
+// Decision is one item a matching policy applied or skipped.
+type Decision struct {
+	Policy string
+	// Item names what was injected, e.g. "volume/uv-cache", "env/UV_LINK_MODE",
+	// "memory/pod", "asset/rebench-v2", "convert/scratch".
+	Item string
+	// Reason is empty for applied items and says why for skipped ones.
+	Reason string
+	// Shadow is true for decisions of shadow policies: computed, not applied.
+	Shadow bool
+}
+
+// Result is the outcome of Pod.
+type Result struct {
+	// Pod is the mutated pod. It is the input pointer, untouched, when no
+	// policy changed anything; otherwise a new object.
+	Pod *corev1.Pod
+	// Changed reports whether Pod differs from the input.
+	Changed bool
+	// PodSkipped is non-empty when the whole pod was skipped (Windows pod,
+	// excluded namespace) and says why.
+	PodSkipped string
+	Policies   []PolicyResult
+	Applied    []Decision
+	Skipped    []Decision
+	Warnings   []string
+}

@@ -1,0 +1,218 @@
+// Package policy defines the SandboxPolicy file format and loads, defaults and
+// validates policy files. A loaded Set is immutable and safe to share between
+// goroutines; the mutation core reads it, the server swaps whole Sets on reload.
+package policy
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+const (
+	// APIVersion is the only apiVersion policy documents may declare.
+	APIVersion = "sandbox-webhook.io/v1alpha1"
+	// Kind is the only kind policy documents may declare.
+	Kind = "SandboxPolicy"
+)
+
+// Mode selects the emptyDir medium of injected caches.
+type Mode string
+
+const (
+	// ModeMemory backs caches with tmpfs (emptyDir medium: Memory).
+	ModeMemory Mode = "memory"
+	// ModeDisk is leak-mitigation mode: caches go to node disk, and the pod's
+	// own memory-backed emptyDirs are converted to disk too.
+	ModeDisk Mode = "disk"
+)
+
+// Enforcement says whether a policy patches pods or only reports.
+type Enforcement string
+
+const (
+	// Enforce patches matching pods.
+	Enforce Enforcement = "enforce"
+	// Shadow computes and reports what would change and patches nothing.
+	Shadow Enforcement = "shadow"
+)
+
+// ConflictAction says what happens when the pod already sets an env var.
+type ConflictAction string
+
+const (
+	// Keep leaves the pod's own value and warns.
+	Keep ConflictAction = "keep"
+	// Override replaces the pod's own value.
+	Override ConflictAction = "override"
+)
+
+// Level says where the memory headroom is written.
+type Level string
+
+const (
+	// LevelPod sets pod-level resources (spec.resources), Kubernetes 1.34+.
+	LevelPod Level = "pod"
+	// LevelContainer sets container-level memory limits instead, for
+	// clusters older than 1.34 or with the PodLevelResources gate off.
+	LevelContainer Level = "container"
+)
+
+// SandboxPolicy is one policy document.
+type SandboxPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        Metadata `json:"metadata"`
+	Spec            Spec     `json:"spec"`
+}
+
+// Metadata names a policy. Policies apply in name order.
+type Metadata struct {
+	Name string `json:"name"`
+}
+
+// Spec is what a policy matches and what it injects.
+type Spec struct {
+	// Enforcement is enforce (default) or shadow.
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+	// Mode is memory (default) or disk; --leak-mitigation can force it.
+	Mode Mode `json:"mode,omitempty"`
+	// Match selects the pods the policy applies to.
+	Match Match `json:"match"`
+	// Containers selects which containers receive mounts and env.
+	Containers ContainerSelector `json:"containers,omitempty"`
+	// Caches are emptyDir scratch volumes.
+	Caches []Cache `json:"caches,omitempty"`
+	// KeepMemoryVolumes lists the pod's own memory-backed emptyDirs that
+	// disk mode must leave on tmpfs (for example /dev/shm).
+	KeepMemoryVolumes []VolumeRef `json:"keepMemoryVolumes,omitempty"`
+	// Env are environment variables set in selected containers.
+	Env []EnvVar `json:"env,omitempty"`
+	// Memory is the pod-level memory headroom.
+	Memory *Memory `json:"memory,omitempty"`
+	// Assets are read-only data mounts.
+	Assets []Asset `json:"assets,omitempty"`
+}
+
+// Match selects pods. Every set field must match; an empty Match selects
+// nothing, so a policy must say what it is for.
+type Match struct {
+	// Namespaces are namespace names or globs (path.Match syntax).
+	Namespaces []string `json:"namespaces,omitempty"`
+	// ExcludeNamespaces are names or globs that never match.
+	ExcludeNamespaces []string `json:"excludeNamespaces,omitempty"`
+	// NamespaceSelector matches the namespace's labels.
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// PodSelector matches the pod's labels.
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	// ExcludePodSelector: pods whose labels match it never match.
+	ExcludePodSelector *metav1.LabelSelector `json:"excludePodSelector,omitempty"`
+	// OptOut, when set, lets a pod skip the policy with a label or an
+	// annotation. Without it pods cannot opt out.
+	OptOut *OptOut `json:"optOut,omitempty"`
+}
+
+// OptOut names the label and/or annotation that, set to "true" on a pod,
+// skips the policy.
+type OptOut struct {
+	Label      string `json:"label,omitempty"`
+	Annotation string `json:"annotation,omitempty"`
+}
+
+// ContainerSelector selects containers by name glob. Defaults: every
+// container, init container and native sidecar.
+type ContainerSelector struct {
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+	// InitContainers includes init containers (and native sidecars);
+	// default true.
+	InitContainers *bool `json:"initContainers,omitempty"`
+}
+
+// Cache is an emptyDir scratch volume mounted into selected containers.
+type Cache struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	// SizeLimit is a quantity such as 1Gi; empty means no limit.
+	SizeLimit string `json:"sizeLimit,omitempty"`
+}
+
+// VolumeRef names a pod volume by name or by a mountPath it is mounted at.
+type VolumeRef struct {
+	Name      string `json:"name,omitempty"`
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// EnvVar is an environment variable to set.
+type EnvVar struct {
+	Name       string         `json:"name"`
+	Value      string         `json:"value"`
+	OnConflict ConflictAction `json:"onConflict,omitempty"`
+}
+
+// Memory is a pod-level memory headroom.
+type Memory struct {
+	// Limit is the pod-level resources.limits.memory to set (for example
+	// 8Gi). It is raised to the largest container limit and to the pod
+	// request when those are higher.
+	Limit string `json:"limit"`
+	// Request is the minimum pod-level resources.requests.memory. The pod
+	// request is always set explicitly (else the apiserver defaults it to the
+	// limit) to max(Request, effective container requests). Default 0.
+	Request string `json:"request,omitempty"`
+	// Level is pod (default) or container.
+	Level Level `json:"level,omitempty"`
+}
+
+// Asset is a read-only data mount.
+type Asset struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	// HostPath is a directory on the node.
+	HostPath *HostPathSource `json:"hostPath,omitempty"`
+	// Image is an OCI image volume; used instead of HostPath in namespaces
+	// whose Pod Security level forbids hostPath volumes, or alone.
+	Image *ImageSource `json:"image,omitempty"`
+}
+
+// HostPathSource is a node directory.
+type HostPathSource struct {
+	Path string `json:"path"`
+	// Type is Directory (default) so a missing pre-stage fails pod start.
+	Type string `json:"type,omitempty"`
+}
+
+// ImageSource is an OCI image volume source.
+type ImageSource struct {
+	Reference  string `json:"reference"`
+	PullPolicy string `json:"pullPolicy,omitempty"`
+}
+
+// Policy is a loaded, defaulted and validated SandboxPolicy with everything
+// the mutation core needs compiled once.
+type Policy struct {
+	SandboxPolicy
+	// Source is "file" or "file#N" for the Nth document of a file.
+	Source string
+	// Hash is a short content hash of the defaulted spec.
+	Hash string
+
+	NamespaceSelector  labels.Selector // nil when unset
+	PodSelector        labels.Selector // nil when unset
+	ExcludePodSelector labels.Selector // nil when unset
+
+	// CacheSizes[i] is Spec.Caches[i].SizeLimit parsed; nil when unset.
+	CacheSizes []*resource.Quantity
+	// MemoryLimit and MemoryRequest are Spec.Memory parsed (zero when unset).
+	MemoryLimit, MemoryRequest resource.Quantity
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.Metadata.Name }
+
+// Set is an ordered, immutable collection of policies.
+type Set struct {
+	// Policies in application order (by name).
+	Policies []*Policy
+	// Hash identifies the whole set.
+	Hash string
+}
