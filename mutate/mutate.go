@@ -1,15 +1,164 @@
 package mutate
 
 import (
+	"fmt"
+	"path"
+	"sort"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-// Pod applies every matching policy of set to pod, in the set's order. It does
-// not modify pod. It is idempotent (applied to its own output it changes
-// nothing) and convergent (containers added later receive their mounts and env
-// on the next call without anything else changing).
+// Pod applies every matching policy of set to pod, in the set's order (by
+// policy name). It never modifies pod: when something changes, Result.Pod is
+// a copy.
+//
+// It is idempotent: applied to its own output it changes nothing. It is
+// convergent: when another webhook adds a container and the apiserver
+// reinvokes the webhook, that container receives its mounts and env and the
+// pod-level memory is recomputed, without anything else changing.
 func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result {
-	return Result{Pod: pod}
+	res := Result{Pod: pod}
+	if reason := skipPod(pod, ns, opts); reason != "" {
+		res.PodSkipped = reason
+		return res
+	}
+	if set == nil {
+		return res
+	}
+
+	prev := readStatus(pod)
+	st := &status{}
+	claims := map[string]string{}
+	var out *corev1.Pod
+	for _, p := range set.Policies {
+		mode := effectiveMode(p, opts.LeakMitigation)
+		pr := PolicyResult{
+			Policy:      p.Name(),
+			Hash:        p.Hash,
+			Enforcement: p.Spec.Enforcement,
+			Mode:        mode,
+		}
+		if reason := match(p, pod, ns); reason != "" {
+			pr.Reason = reason
+			res.Policies = append(res.Policies, pr)
+			continue
+		}
+		pr.Matched = true
+		res.Policies = append(res.Policies, pr)
+
+		if out == nil {
+			out = pod.DeepCopy()
+		}
+		shadow := p.Spec.Enforcement == policy.Shadow
+		a := &applier{
+			p:      p,
+			mode:   mode,
+			ns:     ns,
+			prev:   prev,
+			res:    &res,
+			shadow: shadow,
+		}
+		if shadow {
+			// Compute on a scratch copy with scratch claims: shadow
+			// policies report what they would do and change nothing.
+			a.pod = out.DeepCopy()
+			a.claims = copyClaims(claims)
+			a.st = &status{}
+		} else {
+			a.pod = out
+			a.claims = claims
+			a.st = st
+		}
+		a.apply()
+	}
+	if out == nil || len(st.Policies) == 0 {
+		return res
+	}
+	if prev != nil {
+		st.carryConversions(prev, out)
+	} else {
+		sort.Strings(st.Converted)
+	}
+	if st.write(out) || st.dirty {
+		res.Pod = out
+		res.Changed = true
+	}
+	return res
+}
+
+// skipPod returns why the whole pod is not mutated, or "".
+func skipPod(pod *corev1.Pod, ns Namespace, opts Options) string {
+	if ns.Name == "kube-system" {
+		return "namespace kube-system is never mutated"
+	}
+	for _, n := range opts.ExcludeNamespaces {
+		if n == ns.Name {
+			return fmt.Sprintf("namespace %s is excluded (--exclude-namespace)", ns.Name)
+		}
+	}
+	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
+		return "Windows pods are not mutated: the caches, env and pod-level resources are Linux-only"
+	}
+	return ""
+}
+
+func effectiveMode(p *policy.Policy, lm LeakMitigation) policy.Mode {
+	switch lm {
+	case LeakMitigationOn:
+		return policy.ModeDisk
+	case LeakMitigationOff:
+		return policy.ModeMemory
+	}
+	return p.Spec.Mode
+}
+
+// match returns why p does not select pod, or "" when it does.
+func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) string {
+	m := &p.Spec.Match
+	if g := firstGlob(m.ExcludeNamespaces, ns.Name); g != "" {
+		return fmt.Sprintf("namespace %q is excluded by match.excludeNamespaces (%s)", ns.Name, g)
+	}
+	if len(m.Namespaces) > 0 && firstGlob(m.Namespaces, ns.Name) == "" {
+		return fmt.Sprintf("namespace %q is not in match.namespaces %v", ns.Name, m.Namespaces)
+	}
+	if p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(labels.Set(ns.Labels)) {
+		return fmt.Sprintf("namespace labels do not match match.namespaceSelector (%s)", p.NamespaceSelector)
+	}
+	podLabels := labels.Set(pod.Labels)
+	if p.PodSelector != nil && !p.PodSelector.Matches(podLabels) {
+		return fmt.Sprintf("pod labels do not match match.podSelector (%s)", p.PodSelector)
+	}
+	if p.ExcludePodSelector != nil && p.ExcludePodSelector.Matches(podLabels) {
+		return fmt.Sprintf("pod labels match match.excludePodSelector (%s)", p.ExcludePodSelector)
+	}
+	if o := m.OptOut; o != nil {
+		if o.Label != "" && pod.Labels[o.Label] == "true" {
+			return fmt.Sprintf("pod opted out with label %s=true", o.Label)
+		}
+		if o.Annotation != "" && pod.Annotations[o.Annotation] == "true" {
+			return fmt.Sprintf("pod opted out with annotation %s=true", o.Annotation)
+		}
+	}
+	return ""
+}
+
+// firstGlob returns the first pattern that matches name, or "".
+func firstGlob(patterns []string, name string) string {
+	for _, g := range patterns {
+		if ok, _ := path.Match(g, name); ok {
+			return g
+		}
+	}
+	return ""
+}
+
+func copyClaims(c map[string]string) map[string]string {
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
 }

@@ -1,0 +1,390 @@
+package mutate
+
+import (
+	"fmt"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// psaEnforceLabel is the namespace label that sets the Pod Security level the
+// apiserver enforces after mutation.
+const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
+
+// applier applies one matching policy to a pod.
+type applier struct {
+	p      *policy.Policy
+	mode   policy.Mode
+	ns     Namespace
+	prev   *status // the status annotation of an earlier pass, if any
+	res    *Result
+	shadow bool
+
+	pod    *corev1.Pod
+	claims map[string]string // "volume/x", "path/y", "env/z", "memory" → policy
+	st     *status
+	sp     statusPolicy
+}
+
+// target is a container the policy selected.
+type target struct {
+	c    *corev1.Container
+	init bool
+}
+
+func (a *applier) apply() {
+	a.sp = statusPolicy{Name: a.p.Name(), Hash: a.p.Hash, Mode: a.mode}
+	sel := a.containers()
+	for i := range a.p.Spec.Caches {
+		a.cache(i, sel)
+	}
+	for i := range a.p.Spec.Assets {
+		a.asset(i, sel)
+	}
+	for _, e := range a.p.Spec.Env {
+		a.env(e, sel)
+	}
+	if a.p.Spec.Memory != nil {
+		a.memory(sel)
+	}
+	if a.mode == policy.ModeDisk {
+		a.convert()
+	}
+	a.st.Policies = append(a.st.Policies, a.sp)
+}
+
+// containers returns the containers the policy's container selector picks,
+// init containers (and native sidecars) first, in pod order.
+func (a *applier) containers() []target {
+	cs := a.p.Spec.Containers
+	picked := func(name string) bool {
+		return anyGlob(cs.Include, name) && !anyGlob(cs.Exclude, name)
+	}
+	var out []target
+	if cs.InitContainers == nil || *cs.InitContainers {
+		for i := range a.pod.Spec.InitContainers {
+			if c := &a.pod.Spec.InitContainers[i]; picked(c.Name) {
+				out = append(out, target{c: c, init: true})
+			}
+		}
+	}
+	for i := range a.pod.Spec.Containers {
+		if c := &a.pod.Spec.Containers[i]; picked(c.Name) {
+			out = append(out, target{c: c})
+		}
+	}
+	return out
+}
+
+func anyGlob(patterns []string, name string) bool {
+	for _, g := range patterns {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *applier) cache(i int, sel []target) {
+	c := a.p.Spec.Caches[i]
+	ed := &corev1.EmptyDirVolumeSource{SizeLimit: a.p.CacheSizes[i]}
+	if a.mode == policy.ModeMemory {
+		ed.Medium = corev1.StorageMediumMemory
+	}
+	want := corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
+	a.volume("cache/"+c.Name, want, c.MountPath, false, sel)
+}
+
+func (a *applier) asset(i int, sel []target) {
+	as := a.p.Spec.Assets[i]
+	level := a.ns.Labels[psaEnforceLabel]
+	forbidsHostPath := level == "baseline" || level == "restricted"
+
+	var src corev1.VolumeSource
+	item := "asset/" + as.Name
+	if as.HostPath != nil && (!forbidsHostPath || as.Image == nil) {
+		t := corev1.HostPathType(as.HostPath.Type)
+		src.HostPath = &corev1.HostPathVolumeSource{Path: as.HostPath.Path, Type: &t}
+		item += ":hostPath"
+		if forbidsHostPath {
+			a.warn("namespace %q enforces Pod Security %q, which forbids hostPath volumes, so this pod will be rejected: "+
+				"give asset %q an image source (spec.assets[%d].image) or run sandboxes in a namespace labelled %s=privileged",
+				a.ns.Name, level, as.Name, i, psaEnforceLabel)
+		}
+	} else {
+		src.Image = &corev1.ImageVolumeSource{
+			Reference:  as.Image.Reference,
+			PullPolicy: corev1.PullPolicy(as.Image.PullPolicy),
+		}
+		item += ":image"
+	}
+	a.volume(item, corev1.Volume{Name: as.Name, VolumeSource: src}, as.MountPath, true, sel)
+}
+
+// volume adds want to the pod, unless the pod or an earlier policy already
+// has a different volume of that name, and mounts it at mountPath in every
+// selected container that does not already mount something there.
+func (a *applier) volume(item string, want corev1.Volume, mountPath string, readOnly bool, sel []target) {
+	for _, key := range []string{"volume/" + want.Name, "path/" + mountPath} {
+		if owner, ok := a.claims[key]; ok {
+			a.skip(item, fmt.Sprintf("%s is already injected by policy %q, which applies first", key, owner), true)
+			return
+		}
+	}
+	var existing *corev1.Volume
+	for i := range a.pod.Spec.Volumes {
+		if a.pod.Spec.Volumes[i].Name == want.Name {
+			existing = &a.pod.Spec.Volumes[i]
+			break
+		}
+	}
+	if existing != nil && !apiequality.Semantic.DeepEqual(*existing, want) {
+		a.skip(item, fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", want.Name), true)
+		return
+	}
+	if len(sel) == 0 {
+		a.skip(item, "no container is selected", false)
+		return
+	}
+	mounted := 0
+	for _, t := range sel {
+		if m := mountAt(t.c, mountPath); m != nil {
+			if m.Name == want.Name {
+				mounted++
+				continue
+			}
+			a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
+				fmt.Sprintf("container %q already mounts volume %q at %s; kept", t.c.Name, m.Name, mountPath), true)
+			continue
+		}
+		t.c.VolumeMounts = append(t.c.VolumeMounts, corev1.VolumeMount{Name: want.Name, MountPath: mountPath, ReadOnly: readOnly})
+		a.st.dirty = true
+		mounted++
+	}
+	if mounted == 0 {
+		if existing == nil {
+			a.skip(item, "every selected container already mounts something at "+mountPath, false)
+		}
+		return
+	}
+	if existing == nil {
+		a.pod.Spec.Volumes = append(a.pod.Spec.Volumes, want)
+		a.st.dirty = true
+	}
+	a.claims["volume/"+want.Name] = a.p.Name()
+	a.claims["path/"+mountPath] = a.p.Name()
+	a.applied(item)
+}
+
+func mountAt(c *corev1.Container, mountPath string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == mountPath {
+			return &c.VolumeMounts[i]
+		}
+	}
+	return nil
+}
+
+func (a *applier) env(e policy.EnvVar, sel []target) {
+	item := "env/" + e.Name
+	if owner, ok := a.claims[item]; ok {
+		a.skip(item, fmt.Sprintf("%s is already set by policy %q, which applies first", item, owner), true)
+		return
+	}
+	if len(sel) == 0 {
+		a.skip(item, "no container is selected", false)
+		return
+	}
+	for _, t := range sel {
+		c := t.c
+		idx := -1
+		for i := range c.Env {
+			if c.Env[i].Name == e.Name {
+				idx = i
+				break
+			}
+		}
+		switch {
+		case idx < 0:
+			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+			a.st.dirty = true
+		case c.Env[idx].ValueFrom == nil && c.Env[idx].Value == e.Value:
+			// Already what the policy wants.
+		case e.OnConflict == policy.Override:
+			c.Env[idx] = corev1.EnvVar{Name: e.Name, Value: e.Value}
+			a.st.dirty = true
+		default:
+			a.skip(fmt.Sprintf("%s[%s]", item, c.Name),
+				fmt.Sprintf("container %q sets its own %s; kept (onConflict: keep)", c.Name, e.Name), true)
+		}
+	}
+	a.claims[item] = a.p.Name()
+	a.applied(item)
+}
+
+func (a *applier) memory(sel []target) {
+	if a.p.Spec.Memory.Level == policy.LevelContainer {
+		a.containerMemory(sel)
+		return
+	}
+	const item = "memory/pod"
+	if owner, ok := a.claims["memory"]; ok {
+		a.skip(item, fmt.Sprintf("pod-level memory is already set by policy %q, which applies first", owner), true)
+		return
+	}
+	spec := &a.pod.Spec
+	var lim, req resource.Quantity
+	var hasLim, hasReq bool
+	if spec.Resources != nil {
+		lim, hasLim = spec.Resources.Limits[corev1.ResourceMemory]
+		req, hasReq = spec.Resources.Requests[corev1.ResourceMemory]
+	}
+	// Values this webhook set in an earlier pass are recomputed (a container
+	// may have been added since); values the pod author set are respected.
+	ours := a.prev != nil && a.prev.PodMemory != nil && hasLim && hasReq &&
+		quantityIs(lim, a.prev.PodMemory.Limit) && quantityIs(req, a.prev.PodMemory.Request)
+	if hasLim && !ours {
+		a.skip(item, fmt.Sprintf("the pod sets its own pod-level memory limit (%s); kept", lim.String()), false)
+		return
+	}
+
+	wantReq := containerRequests(spec)
+	if a.p.MemoryRequest.Cmp(wantReq) > 0 {
+		wantReq = a.p.MemoryRequest.DeepCopy()
+	}
+	if hasReq && !ours {
+		wantReq = req // the pod author's own request
+	}
+	wantLim := a.p.MemoryLimit.DeepCopy()
+	if m := maxContainerLimit(spec); m.Cmp(wantLim) > 0 {
+		wantLim = m
+	}
+	if wantReq.Cmp(wantLim) > 0 {
+		wantLim = wantReq.DeepCopy()
+	}
+
+	if !hasLim || !hasReq || lim.Cmp(wantLim) != 0 || req.Cmp(wantReq) != 0 {
+		if spec.Resources == nil {
+			spec.Resources = &corev1.ResourceRequirements{}
+		}
+		if spec.Resources.Limits == nil {
+			spec.Resources.Limits = corev1.ResourceList{}
+		}
+		if spec.Resources.Requests == nil {
+			spec.Resources.Requests = corev1.ResourceList{}
+		}
+		spec.Resources.Limits[corev1.ResourceMemory] = wantLim
+		spec.Resources.Requests[corev1.ResourceMemory] = wantReq
+		a.st.dirty = true
+	}
+	a.st.PodMemory = &podMemory{Limit: wantLim.String(), Request: wantReq.String()}
+	a.claims["memory"] = a.p.Name()
+	a.applied(item)
+}
+
+// containerMemory is the fallback for clusters without pod-level resources:
+// every selected app container without a memory limit gets the headroom as
+// its limit and an explicit request (so the request does not default to the
+// limit).
+func (a *applier) containerMemory(sel []target) {
+	const item = "memory/containers"
+	for _, t := range sel {
+		if t.init {
+			continue
+		}
+		r := &t.c.Resources
+		if _, ok := r.Limits[corev1.ResourceMemory]; ok {
+			continue
+		}
+		if r.Limits == nil {
+			r.Limits = corev1.ResourceList{}
+		}
+		r.Limits[corev1.ResourceMemory] = a.p.MemoryLimit.DeepCopy()
+		if _, ok := r.Requests[corev1.ResourceMemory]; !ok {
+			if r.Requests == nil {
+				r.Requests = corev1.ResourceList{}
+			}
+			r.Requests[corev1.ResourceMemory] = a.p.MemoryRequest.DeepCopy()
+		}
+		a.st.dirty = true
+	}
+	a.applied(item)
+}
+
+// convert moves the pod's own memory-backed emptyDirs to disk (leak
+// mitigation), except the ones the policy keeps and the ones a policy
+// injected.
+func (a *applier) convert() {
+	for i := range a.pod.Spec.Volumes {
+		v := &a.pod.Spec.Volumes[i]
+		if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+			continue
+		}
+		if _, ok := a.claims["volume/"+v.Name]; ok {
+			continue
+		}
+		item := "convert/" + v.Name
+		if a.keeps(v.Name) {
+			a.skip(item, "kept on tmpfs by keepMemoryVolumes", false)
+			continue
+		}
+		v.EmptyDir.Medium = corev1.StorageMediumDefault
+		a.st.dirty = true
+		a.st.Converted = append(a.st.Converted, v.Name)
+		a.applied(item)
+	}
+}
+
+func (a *applier) keeps(volume string) bool {
+	for _, ref := range a.p.Spec.KeepMemoryVolumes {
+		if ref.Name != "" && ref.Name == volume {
+			return true
+		}
+		if ref.MountPath != "" && mountsAt(a.pod, volume, ref.MountPath) {
+			return true
+		}
+	}
+	return false
+}
+
+func mountsAt(pod *corev1.Pod, volume, mountPath string) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if m := mountAt(&cs[i], mountPath); m != nil && m.Name == volume {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *applier) applied(item string) {
+	a.sp.Injected = append(a.sp.Injected, item)
+	a.res.Applied = append(a.res.Applied, Decision{Policy: a.p.Name(), Item: item, Shadow: a.shadow})
+}
+
+func (a *applier) skip(item, reason string, warn bool) {
+	a.sp.Skipped = append(a.sp.Skipped, item+": "+reason)
+	a.res.Skipped = append(a.res.Skipped, Decision{Policy: a.p.Name(), Item: item, Reason: reason, Shadow: a.shadow})
+	if warn {
+		a.warn("%s: %s", item, reason)
+	}
+}
+
+// warn adds a client-visible warning. Shadow policies only report.
+func (a *applier) warn(format string, args ...any) {
+	if a.shadow {
+		return
+	}
+	msg := fmt.Sprintf("sandbox-webhook: policy %q: ", a.p.Name()) + fmt.Sprintf(format, args...)
+	for _, w := range a.res.Warnings {
+		if w == msg {
+			return
+		}
+	}
+	a.res.Warnings = append(a.res.Warnings, msg)
+}
