@@ -1,0 +1,201 @@
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// File names written by Generate and read by the server from --cert-dir.
+const (
+	CAFile   = "ca.crt"
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+)
+
+// DefaultValidity is how long a generated CA and serving certificate stay valid.
+const DefaultValidity = 365 * 24 * time.Hour
+
+// clockSkew backdates NotBefore so that a certificate generated on one machine is
+// already valid on an apiserver whose clock is a little behind.
+const clockSkew = 5 * time.Minute
+
+// GenerateOptions says what Generate writes.
+type GenerateOptions struct {
+	// OutDir receives ca.crt, tls.crt and tls.key; it is created when missing.
+	OutDir string
+	// Hosts are the serving certificate's subject alternative names: IP addresses
+	// become IP SANs, everything else DNS SANs. At least one is required.
+	Hosts []string
+	// Validity is how long the CA and the serving certificate are valid from now.
+	Validity time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Generate writes a fresh CA certificate and a serving certificate signed by it
+// into opts.OutDir (ca.crt, tls.crt, and tls.key with mode 0600). Keys are ECDSA
+// P-256. The CA's private key is never written: nothing else can be signed by it,
+// so trusting ca.crt trusts exactly this one serving certificate.
+func Generate(opts GenerateOptions) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	notBefore := now().Add(-clockSkew)
+	notAfter := now().Add(opts.Validity)
+
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating CA key: %w", err)
+	}
+	caSerial, err := serialNumber()
+	if err != nil {
+		return err
+	}
+	caTemplate := &x509.Certificate{
+		SerialNumber:          caSerial,
+		Subject:               pkix.Name{CommonName: "sandbox-webhook-ca", Organization: []string{"sandbox-webhook"}},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, caKey.Public(), caKey)
+	if err != nil {
+		return fmt.Errorf("creating CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("parsing CA certificate: %w", err)
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating serving key: %w", err)
+	}
+	serial, err := serialNumber()
+	if err != nil {
+		return err
+	}
+	template := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: opts.Hosts[0], Organization: []string{"sandbox-webhook"}},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range opts.Hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			template.IPAddresses = append(template.IPAddresses, ip)
+		} else {
+			template.DNSNames = append(template.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, ca, key.Public(), caKey)
+	if err != nil {
+		return fmt.Errorf("creating serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encoding serving key: %w", err)
+	}
+
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return fmt.Errorf("creating output directory: %w", err)
+	}
+	// The key is written first and the certificate last, so that a certwatcher
+	// reading the directory sees a matching pair once tls.crt changes.
+	files := []struct {
+		name  string
+		block *pem.Block
+		mode  os.FileMode
+	}{
+		{CAFile, &pem.Block{Type: "CERTIFICATE", Bytes: caDER}, 0o644},
+		{KeyFile, &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}, 0o600},
+		{CertFile, &pem.Block{Type: "CERTIFICATE", Bytes: der}, 0o644},
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(opts.OutDir, f.name), pem.EncodeToMemory(f.block), f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o GenerateOptions) validate() error {
+	var errs []error
+	if o.OutDir == "" {
+		errs = append(errs, errors.New("--out-dir is required"))
+	}
+	if len(o.Hosts) == 0 {
+		errs = append(errs, errors.New("at least one --host is required"))
+	}
+	seen := map[string]bool{}
+	for _, h := range o.Hosts {
+		switch {
+		case h == "":
+			errs = append(errs, errors.New("--host must not be empty"))
+		case strings.ContainsAny(h, " \t\n/:") && net.ParseIP(h) == nil:
+			errs = append(errs, fmt.Errorf("--host %q is neither an IP address nor a DNS name", h))
+		case seen[h]:
+			errs = append(errs, fmt.Errorf("--host %q is given twice", h))
+		}
+		seen[h] = true
+	}
+	if o.Validity <= 0 {
+		errs = append(errs, fmt.Errorf("--validity must be positive, got %s", o.Validity))
+	}
+	return errors.Join(errs...)
+}
+
+// serialNumber returns a random 128-bit serial number, as RFC 5280 recommends.
+func serialNumber() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("generating serial number: %w", err)
+	}
+	return n, nil
+}
+
+// writeFileAtomic replaces path with data through a temporary file in the same
+// directory and a rename, so that readers never see a partly written file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
