@@ -1,0 +1,746 @@
+package charts
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const fullname = "sandbox-webhook"
+
+func TestDefaultRenderGolden(t *testing.T) {
+	r := mustRender(t, "")
+	checkGolden(t, "default.golden.yaml", r.manifest)
+}
+
+func TestDefaultObjects(t *testing.T) {
+	r := mustRender(t, "")
+
+	want := []string{
+		"ServiceAccount/sandbox-webhook",
+		"ConfigMap/sandbox-webhook-config",
+		"ConfigMap/sandbox-webhook-policies",
+		"ClusterRole/sandbox-webhook",
+		"ClusterRoleBinding/sandbox-webhook",
+		"Role/sandbox-webhook",
+		"RoleBinding/sandbox-webhook",
+		"Service/sandbox-webhook",
+		"Deployment/sandbox-webhook",
+		"MutatingWebhookConfiguration/sandbox-webhook",
+		"Certificate/sandbox-webhook",
+		"Issuer/sandbox-webhook",
+		"PodDisruptionBudget/sandbox-webhook",
+	}
+	if got := kinds(r); !sameSet(got, want) {
+		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
+	}
+
+	d := one[*appsv1.Deployment](t, r)
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
+	}
+	if got := d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue(); got != 0 {
+		t.Errorf("rolling update maxUnavailable = %d, want 0 (never fewer ready replicas)", got)
+	}
+	pod := d.Spec.Template
+	if !selects(d.Spec.Selector, pod.Labels) {
+		t.Errorf("the Deployment's selector %v does not select its pods %v", d.Spec.Selector, pod.Labels)
+	}
+	for k := range pod.Annotations {
+		if strings.Contains(k, "checksum") {
+			t.Errorf("pod template annotation %q would restart the pods on a policy change; policies are hot-reloaded", k)
+		}
+	}
+	if pod.Spec.PriorityClassName != "" {
+		t.Errorf("priorityClassName = %q by default, want none", pod.Spec.PriorityClassName)
+	}
+	psc := pod.Spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || *psc.RunAsUser != 65532 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext not hardened: %+v", psc)
+	}
+	if len(pod.Spec.TopologySpreadConstraints) != 1 {
+		t.Fatalf("topologySpreadConstraints = %v, want one over nodes", pod.Spec.TopologySpreadConstraints)
+	}
+	tsc := pod.Spec.TopologySpreadConstraints[0]
+	if tsc.TopologyKey != "kubernetes.io/hostname" || tsc.MaxSkew != 1 || !selects(tsc.LabelSelector, pod.Labels) {
+		t.Errorf("topology spread %+v does not spread these pods over nodes", tsc)
+	}
+
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "ghcr.io/sandbox-webhook/sandbox-webhook:"+loadChart(t).Metadata.AppVersion {
+		t.Errorf("image = %q, want the appVersion tag", c.Image)
+	}
+	wantArgs := []string{
+		"serve",
+		"--policy=/etc/sandbox-webhook/policies",
+		"--leak-mitigation-file=/etc/sandbox-webhook/config/leak-mitigation",
+		"--cert-dir=/etc/sandbox-webhook/tls",
+		"--port=9443",
+		"--metrics-bind-address=:8080",
+		"--health-probe-bind-address=:8081",
+		"--log-level=info",
+		"--tls-min-version=1.3",
+		"--exclude-namespace=kube-system",
+		"--exclude-namespace=" + namespace,
+		"--cert-mode=cert-manager",
+		"--certificate=" + fullname,
+		"--webhook-config=" + fullname,
+	}
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("args:\n got %q\nwant %q", c.Args, wantArgs)
+	}
+	if len(c.Command) != 0 {
+		t.Errorf("command = %q; the image's entrypoint must run", c.Command)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil ||
+		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("env = %+v, want POD_NAMESPACE from the downward API", c.Env)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["webhook"] != 9443 || ports["metrics"] != 8080 || ports["health"] != 8081 {
+		t.Errorf("container ports = %v", ports)
+	}
+	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz")
+	checkProbe(t, "liveness", c.LivenessProbe, "/healthz")
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext not hardened: %+v", sc)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
+	}
+	// The kubelet must not kill the server before the preStop delay and the drain of
+	// requests bounded by the webhook timeout are over.
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		t.Fatalf("no preStop sleep: %+v", c.Lifecycle)
+	}
+	if grace, need := *pod.Spec.TerminationGracePeriodSeconds, c.Lifecycle.PreStop.Sleep.Seconds+5; grace < need {
+		t.Errorf("terminationGracePeriodSeconds = %d < preStop %ds + webhook timeout 5s", grace, c.Lifecycle.PreStop.Sleep.Seconds)
+	}
+
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for name, path := range map[string]string{
+		"policies": "/etc/sandbox-webhook/policies",
+		"config":   "/etc/sandbox-webhook/config",
+		"tls":      "/etc/sandbox-webhook/tls",
+	} {
+		if m, ok := mounts[name]; !ok || m.MountPath != path || !m.ReadOnly || m.SubPath != "" {
+			t.Errorf("mount %s = %+v, want read-only %s without subPath (subPath mounts never see ConfigMap updates)", name, m, path)
+		}
+	}
+	if v := volumes["policies"].ConfigMap; v == nil || v.Name != fullname+"-policies" || len(v.Items) != 0 {
+		t.Errorf("policies volume = %+v, want the whole %s-policies ConfigMap", volumes["policies"], fullname)
+	}
+	if v := volumes["config"].ConfigMap; v == nil || v.Name != fullname+"-config" {
+		t.Errorf("config volume = %+v", volumes["config"])
+	}
+	if v := volumes["tls"].Secret; v == nil || v.SecretName != fullname+"-tls" {
+		t.Errorf("tls volume = %+v, want the Certificate's Secret", volumes["tls"])
+	}
+
+	sa := one[*corev1.ServiceAccount](t, r)
+	if pod.Spec.ServiceAccountName != sa.Name {
+		t.Errorf("serviceAccountName = %q, want %q", pod.Spec.ServiceAccountName, sa.Name)
+	}
+
+	svc := one[*corev1.Service](t, r)
+	if !selects(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, pod.Labels) {
+		t.Errorf("Service selector %v does not select the pods", svc.Spec.Selector)
+	}
+	svcPorts := map[string]corev1.ServicePort{}
+	for _, p := range svc.Spec.Ports {
+		svcPorts[p.Name] = p
+	}
+	if p := svcPorts["https"]; p.Port != 443 || p.TargetPort != intstr.FromString("webhook") {
+		t.Errorf("Service https port = %+v", p)
+	}
+	if p := svcPorts["metrics"]; p.TargetPort != intstr.FromString("metrics") {
+		t.Errorf("Service metrics port = %+v", p)
+	}
+
+	pdb := one[*policyv1.PodDisruptionBudget](t, r)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PDB = %+v, want minAvailable 1", pdb.Spec)
+	}
+	if !selects(pdb.Spec.Selector, pod.Labels) {
+		t.Errorf("PDB selector does not select the pods")
+	}
+
+	cms := configMaps(r)
+	if got := cms[fullname+"-config"].Data; len(got) != 1 || got["leak-mitigation"] != "policy" {
+		t.Errorf("config ConfigMap data = %v, want leak-mitigation: policy", got)
+	}
+	if got := cms[fullname+"-policies"].Data; len(got) != 1 || !strings.Contains(got["uv-cache.yaml"], "kind: SandboxPolicy") {
+		t.Errorf("policies ConfigMap data = %v, want uv-cache.yaml", got)
+	}
+
+	mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != namespace+"/"+fullname {
+		t.Errorf("inject-ca-from = %q", got)
+	}
+	if len(mwc.Webhooks) != 1 {
+		t.Fatalf("want one webhook, got %d", len(mwc.Webhooks))
+	}
+	wh := mwc.Webhooks[0]
+	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy = %v, want Fail", wh.FailurePolicy)
+	}
+	if wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("sideEffects = %v", wh.SideEffects)
+	}
+	if !slices.Equal(wh.AdmissionReviewVersions, []string{"v1"}) {
+		t.Errorf("admissionReviewVersions = %v", wh.AdmissionReviewVersions)
+	}
+	if wh.ReinvocationPolicy == nil || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+		t.Errorf("reinvocationPolicy = %v", wh.ReinvocationPolicy)
+	}
+	if wh.TimeoutSeconds == nil || *wh.TimeoutSeconds != 5 {
+		t.Errorf("timeoutSeconds = %v, want 5", wh.TimeoutSeconds)
+	}
+	wantRules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+			Scope: ptr(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+	if !equalJSON(t, wh.Rules, wantRules) {
+		t.Errorf("rules = %+v", wh.Rules)
+	}
+	s := wh.ClientConfig.Service
+	if s == nil || s.Name != svc.Name || s.Namespace != namespace || s.Path == nil || *s.Path != "/mutate-v1-pod" ||
+		s.Port == nil || *s.Port != 443 || wh.ClientConfig.URL != nil {
+		t.Errorf("clientConfig = %+v, want the Service at /mutate-v1-pod", wh.ClientConfig)
+	}
+	if len(wh.ClientConfig.CABundle) != 0 {
+		t.Errorf("caBundle is set; cainjector owns it in certManager mode")
+	}
+	wantNS := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn,
+		Values: []string{"kube-system", namespace},
+	}}}
+	if !equalJSON(t, wh.NamespaceSelector, wantNS) {
+		t.Errorf("namespaceSelector = %+v", wh.NamespaceSelector)
+	}
+	if !equalJSON(t, wh.ObjectSelector, &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}}) {
+		t.Errorf("objectSelector = %+v", wh.ObjectSelector)
+	}
+	if len(wh.MatchConditions) != 0 {
+		t.Errorf("matchConditions = %v by default", wh.MatchConditions)
+	}
+	// The webhook's own pods must never be sent to it.
+	if selects(wh.ObjectSelector, pod.Labels) {
+		t.Errorf("the objectSelector selects the webhook's own pods")
+	}
+
+	cert := one[*cmv1.Certificate](t, r)
+	wantDNS := []string{fullname + "." + namespace + ".svc", fullname + "." + namespace + ".svc.cluster.local"}
+	if !slices.Equal(cert.Spec.DNSNames, wantDNS) {
+		t.Errorf("Certificate dnsNames = %v, want %v", cert.Spec.DNSNames, wantDNS)
+	}
+	if cert.Spec.SecretName != fullname+"-tls" {
+		t.Errorf("Certificate secretName = %q", cert.Spec.SecretName)
+	}
+	if cert.Spec.PrivateKey == nil || cert.Spec.PrivateKey.RotationPolicy != cmv1.RotationPolicyAlways {
+		t.Errorf("privateKey = %+v, want rotationPolicy Always", cert.Spec.PrivateKey)
+	}
+	issuer := one[*cmv1.Issuer](t, r)
+	if issuer.Spec.SelfSigned == nil {
+		t.Errorf("Issuer is not selfSigned: %+v", issuer.Spec)
+	}
+	if ref := cert.Spec.IssuerRef; ref.Name != issuer.Name || ref.Kind != "Issuer" || ref.Group != "cert-manager.io" {
+		t.Errorf("issuerRef = %+v, want the chart's Issuer", ref)
+	}
+
+	cr := one[*rbacv1.ClusterRole](t, r)
+	wantCR := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
+			ResourceNames: []string{fullname}, Verbs: []string{"get", "list", "watch"}},
+	}
+	if !equalJSON(t, cr.Rules, wantCR) {
+		t.Errorf("ClusterRole rules = %+v", cr.Rules)
+	}
+	role := one[*rbacv1.Role](t, r)
+	wantRole := []rbacv1.PolicyRule{
+		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
+	}
+	if !equalJSON(t, role.Rules, wantRole) {
+		t.Errorf("Role rules = %+v", role.Rules)
+	}
+	checkBindings(t, r, sa)
+
+	if strings.Contains(r.notes, "WARNING") {
+		t.Errorf("NOTES warn with the default values:\n%s", r.notes)
+	}
+	for _, want := range []string{"app: sandbox", "leak-mitigation", "MutatingWebhookConfiguration  " + fullname} {
+		if !strings.Contains(r.notes, want) {
+			t.Errorf("NOTES do not mention %q:\n%s", want, r.notes)
+		}
+	}
+}
+
+func TestValueVariants(t *testing.T) {
+	tests := []struct {
+		name   string
+		values string
+		check  func(t *testing.T, r *rendered)
+	}{{
+		name: "certManager with a user issuer",
+		values: `
+certificates:
+  certManager:
+    issuerRef: {name: corp-ca, kind: ClusterIssuer}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*cmv1.Issuer](r)); n != 0 {
+				t.Errorf("%d Issuers rendered with a user issuerRef", n)
+			}
+			ref := one[*cmv1.Certificate](t, r).Spec.IssuerRef
+			if ref.Name != "corp-ca" || ref.Kind != "ClusterIssuer" || ref.Group != "cert-manager.io" {
+				t.Errorf("issuerRef = %+v", ref)
+			}
+		},
+	}, {
+		name:   "selfManaged",
+		values: `certificates: {mode: selfManaged}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*cmv1.Certificate](r)) + len(all[*cmv1.Issuer](r)); n != 0 {
+				t.Errorf("%d cert-manager objects rendered in selfManaged mode", n)
+			}
+			mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+			if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
+				t.Errorf("inject-ca-from set in selfManaged mode")
+			}
+			if len(mwc.Webhooks[0].ClientConfig.CABundle) != 0 {
+				t.Errorf("caBundle rendered; the server owns it")
+			}
+			sec := one[*corev1.Secret](t, r)
+			if sec.Name != fullname+"-tls" || len(sec.Data) != 0 || len(sec.StringData) != 0 {
+				t.Errorf("Secret %s has data %v; the chart renders it empty for the server to fill", sec.Name, sec.Data)
+			}
+			c := deploymentContainer(t, r)
+			wantArgs := []string{"--cert-mode=self-managed", "--cert-secret=" + fullname + "-tls",
+				"--webhook-config=" + fullname, "--service-name=" + fullname}
+			if !hasSuffix(c.Args, wantArgs) {
+				t.Errorf("args %q do not end with %q", c.Args, wantArgs)
+			}
+			tls := volume(t, r, "tls")
+			if tls.EmptyDir == nil {
+				t.Errorf("tls volume = %+v, want a writable emptyDir for the server's files", tls)
+			}
+			if m := mount(t, c, "tls"); m.ReadOnly {
+				t.Errorf("tls mount is read-only; the server writes its certificate there")
+			}
+			cr := one[*rbacv1.ClusterRole](t, r)
+			wantCR := []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
+					ResourceNames: []string{fullname}, Verbs: []string{"get", "list", "watch", "update"}},
+			}
+			if !equalJSON(t, cr.Rules, wantCR) {
+				t.Errorf("ClusterRole rules = %+v", cr.Rules)
+			}
+			role := one[*rbacv1.Role](t, r)
+			wantRole := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
+				ResourceNames: []string{fullname + "-tls"}, Verbs: []string{"get", "list", "watch", "update"}}}
+			if !equalJSON(t, role.Rules, wantRole) {
+				t.Errorf("Role rules = %+v", role.Rules)
+			}
+			for _, rule := range append(cr.Rules, role.Rules...) {
+				if slices.Contains(rule.Verbs, "create") || slices.Contains(rule.Verbs, "*") {
+					t.Errorf("rule %+v grants create; the chart renders the Secret so the server needs none", rule)
+				}
+			}
+		},
+	}, {
+		name: "existingSecret",
+		values: `
+certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}
+webhook: {caBundle: Q0EK}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*cmv1.Certificate](r)) + len(all[*cmv1.Issuer](r)) + len(all[*corev1.Secret](r)); n != 0 {
+				t.Errorf("%d certificate objects rendered in existingSecret mode", n)
+			}
+			if n := len(all[*rbacv1.Role](r)) + len(all[*rbacv1.RoleBinding](r)); n != 0 {
+				t.Errorf("a namespaced Role rendered; existingSecret mode needs none")
+			}
+			wh := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0]
+			if string(wh.ClientConfig.CABundle) != "CA\n" {
+				t.Errorf("caBundle = %q, want the decoded webhook.caBundle", wh.ClientConfig.CABundle)
+			}
+			c := deploymentContainer(t, r)
+			if !hasSuffix(c.Args, []string{"--cert-mode=files"}) {
+				t.Errorf("args = %q", c.Args)
+			}
+			if v := volume(t, r, "tls"); v.Secret == nil || v.Secret.SecretName != "my-tls" {
+				t.Errorf("tls volume = %+v", v)
+			}
+		},
+	}, {
+		name: "existing policies ConfigMap",
+		values: `
+policies: {inline: null, existingConfigMap: my-policies}`,
+		check: func(t *testing.T, r *rendered) {
+			cms := configMaps(r)
+			if _, ok := cms[fullname+"-policies"]; ok {
+				t.Errorf("the chart's policies ConfigMap is rendered with existingConfigMap")
+			}
+			if _, ok := cms[fullname+"-config"]; !ok {
+				t.Errorf("the config ConfigMap (leak-mitigation) is missing")
+			}
+			if v := volume(t, r, "policies"); v.ConfigMap == nil || v.ConfigMap.Name != "my-policies" {
+				t.Errorf("policies volume = %+v", v)
+			}
+			if !strings.Contains(r.notes, "ConfigMap my-policies") {
+				t.Errorf("NOTES do not name the policies ConfigMap:\n%s", r.notes)
+			}
+		},
+	}, {
+		name: "inline policies replace the default",
+		values: `
+policies:
+  inline:
+    uv-cache.yaml: null
+    10-disk.yaml: |
+      apiVersion: sandbox-webhook.io/v1alpha1
+      kind: SandboxPolicy
+      metadata: {name: disk}
+      spec: {mode: disk, match: {namespaces: [rl-*]}}`,
+		check: func(t *testing.T, r *rendered) {
+			data := configMaps(r)[fullname+"-policies"].Data
+			if len(data) != 1 || !strings.Contains(data["10-disk.yaml"], "mode: disk") {
+				t.Errorf("policies ConfigMap data = %v", data)
+			}
+		},
+	}, {
+		name: "url mode",
+		values: `
+webhook: {url: "https://127.0.0.1:9443/mutate-v1-pod", caBundle: Q0EK}
+certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}`,
+		check: func(t *testing.T, r *rendered) {
+			cc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0].ClientConfig
+			if cc.URL == nil || *cc.URL != "https://127.0.0.1:9443/mutate-v1-pod" || cc.Service != nil {
+				t.Errorf("clientConfig = %+v, want the url and no service", cc)
+			}
+			if string(cc.CABundle) != "CA\n" {
+				t.Errorf("caBundle = %q", cc.CABundle)
+			}
+		},
+	}, {
+		name:   "url mode with selfManaged certificates needs no caBundle",
+		values: `{webhook: {url: "https://127.0.0.1:9443/mutate-v1-pod"}, certificates: {mode: selfManaged}}`,
+		check: func(t *testing.T, r *rendered) {
+			cc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0].ClientConfig
+			if cc.URL == nil || cc.Service != nil || len(cc.CABundle) != 0 {
+				t.Errorf("clientConfig = %+v", cc)
+			}
+		},
+	}, {
+		name:   "leakMitigation on",
+		values: `leakMitigation: "on"`,
+		check: func(t *testing.T, r *rendered) {
+			if got := configMaps(r)[fullname+"-config"].Data["leak-mitigation"]; got != "on" {
+				t.Errorf("leak-mitigation = %q, want on", got)
+			}
+			// Flipping the switch must not change the pod template (no restart).
+			def := mustRender(t, "")
+			if !equalJSON(t, one[*appsv1.Deployment](t, r).Spec, one[*appsv1.Deployment](t, def).Spec) {
+				t.Errorf("the Deployment changed with leakMitigation; the switch must be hot-reloaded")
+			}
+		},
+	}, {
+		name:   "policy edits do not change the pod template",
+		values: `policies: {inline: {uv-cache.yaml: "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\n"}}`,
+		check: func(t *testing.T, r *rendered) {
+			def := mustRender(t, "")
+			if !equalJSON(t, one[*appsv1.Deployment](t, r).Spec, one[*appsv1.Deployment](t, def).Spec) {
+				t.Errorf("the Deployment changed with a policy edit; policies are hot-reloaded")
+			}
+		},
+	}, {
+		name: "selectors, matchConditions and excluded namespaces",
+		values: `
+webhook:
+  failurePolicy: Ignore
+  timeoutSeconds: 3
+  namespaceSelector:
+    matchLabels: {sandboxes: enabled}
+    matchExpressions: [{key: tier, operator: NotIn, values: [prod]}]
+  excludeNamespaces: [monitoring, kube-system]
+  objectSelector:
+    matchLabels: null # values files merge maps: drop the default app=sandbox
+    matchExpressions: [{key: agents.x-k8s.io/sandbox-name-hash, operator: Exists}]
+  matchConditions:
+    - {name: not-dry-run, expression: "!request.dryRun"}`,
+		check: func(t *testing.T, r *rendered) {
+			wh := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0]
+			if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.TimeoutSeconds != 3 {
+				t.Errorf("failurePolicy %v timeout %v", *wh.FailurePolicy, *wh.TimeoutSeconds)
+			}
+			wantNS := &metav1.LabelSelector{
+				MatchLabels: map[string]string{"sandboxes": "enabled"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"prod"}},
+					{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn,
+						Values: []string{"kube-system", namespace, "monitoring"}},
+				},
+			}
+			if !equalJSON(t, wh.NamespaceSelector, wantNS) {
+				t.Errorf("namespaceSelector = %+v", wh.NamespaceSelector)
+			}
+			wantObj := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "agents.x-k8s.io/sandbox-name-hash", Operator: metav1.LabelSelectorOpExists}}}
+			if !equalJSON(t, wh.ObjectSelector, wantObj) {
+				t.Errorf("objectSelector = %+v", wh.ObjectSelector)
+			}
+			wantMC := []admissionregistrationv1.MatchCondition{{Name: "not-dry-run", Expression: "!request.dryRun"}}
+			if !equalJSON(t, wh.MatchConditions, wantMC) {
+				t.Errorf("matchConditions = %+v", wh.MatchConditions)
+			}
+			c := deploymentContainer(t, r)
+			for _, ns := range []string{"kube-system", namespace, "monitoring"} {
+				if !slices.Contains(c.Args, "--exclude-namespace="+ns) {
+					t.Errorf("args %q do not exclude %s", c.Args, ns)
+				}
+			}
+			if !strings.Contains(r.notes, "WARNING: webhook.failurePolicy is Ignore") {
+				t.Errorf("NOTES do not warn about Ignore:\n%s", r.notes)
+			}
+			if !strings.Contains(r.notes, "kubectl label namespace NAMESPACE sandboxes=enabled") {
+				t.Errorf("NOTES do not say how to opt a namespace in:\n%s", r.notes)
+			}
+		},
+	}, {
+		name: "one replica without PDB, priority class, digest, ServiceMonitor",
+		values: `
+replicaCount: 1
+podDisruptionBudget: {enabled: false}
+priorityClassName: system-cluster-critical
+image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+serviceMonitor: {enabled: true, labels: {release: prom}}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*policyv1.PodDisruptionBudget](r)); n != 0 {
+				t.Errorf("PDB rendered while disabled")
+			}
+			d := one[*appsv1.Deployment](t, r)
+			if *d.Spec.Replicas != 1 || d.Spec.Template.Spec.PriorityClassName != "system-cluster-critical" {
+				t.Errorf("replicas %d priorityClassName %q", *d.Spec.Replicas, d.Spec.Template.Spec.PriorityClassName)
+			}
+			if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef") {
+				t.Errorf("image = %q, want the digest", img)
+			}
+			sm := one[*unstructured.Unstructured](t, r)
+			if sm.GetKind() != "ServiceMonitor" || sm.GetLabels()["release"] != "prom" {
+				t.Errorf("ServiceMonitor = %v", sm.Object)
+			}
+			port, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			if len(port) != 1 || port[0].(map[string]any)["port"] != "metrics" {
+				t.Errorf("ServiceMonitor endpoints = %v", port)
+			}
+			for _, w := range []string{"WARNING: replicaCount is 1", "WARNING: podDisruptionBudget.enabled is false"} {
+				if !strings.Contains(r.notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, r.notes)
+				}
+			}
+		},
+	}, {
+		name:   "PDB with maxUnavailable",
+		values: `podDisruptionBudget: {minAvailable: null, maxUnavailable: 1}`,
+		check: func(t *testing.T, r *rendered) {
+			pdb := one[*policyv1.PodDisruptionBudget](t, r)
+			if pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+				t.Errorf("PDB spec = %+v", pdb.Spec)
+			}
+		},
+	}, {
+		name:   "no RBAC, no ServiceAccount",
+		values: `{rbac: {create: false}, serviceAccount: {create: false, name: existing-sa}}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*rbacv1.ClusterRole](r)) + len(all[*rbacv1.Role](r)) + len(all[*corev1.ServiceAccount](r)); n != 0 {
+				t.Errorf("%d RBAC/ServiceAccount objects rendered", n)
+			}
+			if sa := one[*appsv1.Deployment](t, r).Spec.Template.Spec.ServiceAccountName; sa != "existing-sa" {
+				t.Errorf("serviceAccountName = %q", sa)
+			}
+		},
+	}, {
+		name:   "no preStop delay",
+		values: `server: {shutdownDelaySeconds: 0}`,
+		check: func(t *testing.T, r *rendered) {
+			if l := deploymentContainer(t, r).Lifecycle; l != nil {
+				t.Errorf("lifecycle = %+v, want none", l)
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRender(t, tt.values)
+			if sa := all[*corev1.ServiceAccount](r); len(sa) == 1 {
+				checkBindings(t, r, sa[0])
+			}
+			tt.check(t, r)
+		})
+	}
+}
+
+func TestContradictoryValuesFail(t *testing.T) {
+	tests := []struct {
+		name, values, want string
+	}{{
+		name:   "existingSecret without secretName",
+		values: `{certificates: {mode: existingSecret}, webhook: {caBundle: Q0EK}}`,
+		want:   "certificates.mode=existingSecret needs certificates.existingSecret.secretName: the kubernetes.io/tls Secret holding the serving certificate",
+	}, {
+		name:   "existingSecret without caBundle",
+		values: `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}}`,
+		want:   "certificates.mode=existingSecret needs webhook.caBundle: the base64 PEM CA that signed the certificate in certificates.existingSecret.secretName",
+	}, {
+		name:   "url mode without caBundle and without cert-manager",
+		values: `{webhook: {url: "https://10.0.0.1/mutate-v1-pod"}, certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}}`,
+		want:   "webhook.url without cert-manager or selfManaged certificates needs webhook.caBundle: the base64 PEM CA that signed the server's certificate",
+	}, {
+		name:   "caBundle with cert-manager",
+		values: `{webhook: {caBundle: Q0EK}}`,
+		want:   "webhook.caBundle is set but certificates.mode=certManager injects the CA and would overwrite it; use certificates.mode=existingSecret to supply your own CA",
+	}, {
+		name:   "caBundle with selfManaged",
+		values: `{webhook: {caBundle: Q0EK}, certificates: {mode: selfManaged}}`,
+		want:   "webhook.caBundle is set but certificates.mode=selfManaged injects the CA and would overwrite it; use certificates.mode=existingSecret to supply your own CA",
+	}, {
+		name:   "secretName outside existingSecret mode",
+		values: `{certificates: {mode: selfManaged, existingSecret: {secretName: my-tls}}}`,
+		want:   "certificates.existingSecret.secretName is set but certificates.mode=selfManaged ignores it; set certificates.mode=existingSecret or unset the secretName",
+	}, {
+		name:   "issuerRef outside certManager mode",
+		values: `{certificates: {mode: selfManaged, certManager: {issuerRef: {name: corp-ca}}}}`,
+		want:   "certificates.certManager.issuerRef.name is set but certificates.mode=selfManaged does not use cert-manager; set certificates.mode=certManager or unset the issuerRef name",
+	}, {
+		name:   "inline and existing policies",
+		values: `{policies: {existingConfigMap: my-policies}}`,
+		want:   "policies.inline and policies.existingConfigMap are both set; use one: set policies.inline=null to use only the existing ConfigMap",
+	}, {
+		name:   "no policies",
+		values: `{policies: {inline: null}}`,
+		want:   "no policies: set policies.inline (SandboxPolicy files by name) or policies.existingConfigMap; without policies the webhook would change nothing",
+	}, {
+		name:   "PDB minAvailable and maxUnavailable",
+		values: `{podDisruptionBudget: {maxUnavailable: 1}}`,
+		want:   "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are both set; set the other to null",
+	}, {
+		name:   "PDB with neither",
+		values: `{podDisruptionBudget: {minAvailable: null}}`,
+		want:   "podDisruptionBudget.enabled=true needs podDisruptionBudget.minAvailable or podDisruptionBudget.maxUnavailable",
+	}, {
+		name:   "PDB that blocks every eviction",
+		values: `{replicaCount: 1}`,
+		want:   "podDisruptionBudget.minAvailable=1 with replicaCount=1 lets no replica be evicted, so node drains would hang; raise replicaCount, lower minAvailable or set podDisruptionBudget.enabled=false",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := renderChart(t, tt.values)
+			if err == nil {
+				t.Fatalf("rendered; want the error %q", tt.want)
+			}
+			// Helm prefixes fail messages with the template position.
+			msg := err.Error()
+			if i := strings.LastIndex(msg, "): "); i >= 0 {
+				msg = msg[i+len("): "):]
+			}
+			if msg != tt.want {
+				t.Errorf("error:\n got %q\nwant %q", err.Error(), tt.want)
+			}
+		})
+	}
+}
+
+func TestSchemaRejects(t *testing.T) {
+	tests := []struct {
+		name, values string
+		want         []string // substrings of the error
+	}{
+		{"typo at the top", `replicaCont: 3`, []string{"replicaCont"}},
+		{"typo in webhook", `webhook: {failurPolicy: Ignore}`, []string{"failurPolicy"}},
+		{"typo in a selector", `webhook: {objectSelector: {matchLabel: {app: sandbox}}}`, []string{"matchLabel"}},
+		{"typo in certificates", `certificates: {certManager: {issuer: {name: x}}}`, []string{"issuer"}},
+		{"typo in securityContext", `securityContext: {readOnlyRootFileSystem: true}`, []string{"readOnlyRootFileSystem"}},
+		{"replicas as a string", `replicaCount: "2"`, []string{"replicaCount"}},
+		{"zero replicas", `replicaCount: 0`, []string{"replicaCount"}},
+		{"unknown cert mode", `certificates: {mode: cert-manager}`, []string{"certificates", "mode"}},
+		{"unknown failure policy", `webhook: {failurePolicy: fail}`, []string{"failurePolicy"}},
+		{"timeout out of range", `webhook: {timeoutSeconds: 31}`, []string{"timeoutSeconds"}},
+		{"bad leak-mitigation", `leakMitigation: "yes"`, []string{"leakMitigation"}},
+		{"boolean leak-mitigation", `leakMitigation: true`, []string{"leakMitigation"}},
+		{"plain http url", `webhook: {url: "http://127.0.0.1:9443/mutate-v1-pod"}`, []string{"url"}},
+		{"policy file without .yaml", `policies: {inline: {uv-cache.json: "{}"}}`, []string{"uv-cache.json"}},
+		{"selector operator", `webhook: {objectSelector: {matchExpressions: [{key: a, operator: Equals}]}}`, []string{"operator"}},
+		{"matchCondition without expression", `webhook: {matchConditions: [{name: a}]}`, []string{"expression"}},
+		{"caBundle that is not base64", `{webhook: {caBundle: "-----BEGIN CERTIFICATE-----"}, certificates: {mode: existingSecret, existingSecret: {secretName: s}}}`, []string{"caBundle"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := renderChart(t, tt.values)
+			if err == nil {
+				t.Fatal("rendered; want a schema error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "values don't meet the specifications of the schema") {
+				t.Errorf("not a schema error: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not mention %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// checkBindings checks that every (Cluster)RoleBinding binds a rendered role to the
+// chart's ServiceAccount.
+func checkBindings(t *testing.T, r *rendered, sa *corev1.ServiceAccount) {
+	t.Helper()
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}
+	for _, b := range all[*rbacv1.ClusterRoleBinding](r) {
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != one[*rbacv1.ClusterRole](t, r).Name || !equalJSON(t, b.Subjects, subject) {
+			t.Errorf("ClusterRoleBinding %s = %+v %+v", b.Name, b.RoleRef, b.Subjects)
+		}
+	}
+	for _, b := range all[*rbacv1.RoleBinding](r) {
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != one[*rbacv1.Role](t, r).Name || !equalJSON(t, b.Subjects, subject) {
+			t.Errorf("RoleBinding %s = %+v %+v", b.Name, b.RoleRef, b.Subjects)
+		}
+	}
+}
+
+func checkProbe(t *testing.T, name string, p *corev1.Probe, path string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port != intstr.FromString("health") {
+		t.Errorf("%s probe = %+v, want GET %s on the health port", name, p, path)
+	}
+}

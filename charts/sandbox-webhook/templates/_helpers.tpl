@@ -1,0 +1,126 @@
+{{/* The chart name, overridable with nameOverride. */}}
+{{- define "sandbox-webhook.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The full object name: fullnameOverride, or <release>-<name> unless the release name contains it. */}}
+{{- define "sandbox-webhook.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "sandbox-webhook.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* name-version for the helm.sh/chart label. */}}
+{{- define "sandbox-webhook.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "sandbox-webhook.labels" -}}
+helm.sh/chart: {{ include "sandbox-webhook.chart" . }}
+{{ include "sandbox-webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The labels the Deployment, Service, PDB and ServiceMonitor select on. */}}
+{{- define "sandbox-webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sandbox-webhook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The ServiceAccount name. */}}
+{{- define "sandbox-webhook.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "sandbox-webhook.fullname" .) -}}
+{{- end -}}
+
+{{/* The image reference: repository@digest or repository:tag. */}}
+{{- define "sandbox-webhook.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the serving certificate (unused in existingSecret mode it names the user's). */}}
+{{- define "sandbox-webhook.tlsSecretName" -}}
+{{- if eq .Values.certificates.mode "existingSecret" -}}
+{{- .Values.certificates.existingSecret.secretName -}}
+{{- else -}}
+{{- printf "%s-tls" (include "sandbox-webhook.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap the policies directory is mounted from. */}}
+{{- define "sandbox-webhook.policiesConfigMapName" -}}
+{{- .Values.policies.existingConfigMap | default (printf "%s-policies" (include "sandbox-webhook.fullname" .)) -}}
+{{- end -}}
+
+{{/* The namespaces the webhook never sees: kube-system, the release namespace and webhook.excludeNamespaces. */}}
+{{- define "sandbox-webhook.excludedNamespaces" -}}
+{{- concat (list "kube-system" .Release.Namespace) (.Values.webhook.excludeNamespaces | default list) | uniq | toJson -}}
+{{- end -}}
+
+{{/* webhook.namespaceSelector with the excluded namespaces ANDed in. */}}
+{{- define "sandbox-webhook.namespaceSelector" -}}
+{{- $selector := deepCopy (.Values.webhook.namespaceSelector | default dict) -}}
+{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (include "sandbox-webhook.excludedNamespaces" . | fromJsonArray) -}}
+{{- $_ := set $selector "matchExpressions" (append ($selector.matchExpressions | default list) $exclude) -}}
+{{- toYaml $selector -}}
+{{- end -}}
+
+{{/*
+Checks for values that contradict each other; the schema already rejects unknown keys and
+bad types. Included by every template so that any render fails the same way.
+*/}}
+{{- define "sandbox-webhook.validate" -}}
+{{- $v := .Values -}}
+{{- $mode := $v.certificates.mode -}}
+{{- if and (eq $mode "existingSecret") (not $v.certificates.existingSecret.secretName) -}}
+{{- fail "certificates.mode=existingSecret needs certificates.existingSecret.secretName: the kubernetes.io/tls Secret holding the serving certificate" -}}
+{{- end -}}
+{{- if and (ne $mode "existingSecret") $v.certificates.existingSecret.secretName -}}
+{{- fail (printf "certificates.existingSecret.secretName is set but certificates.mode=%s ignores it; set certificates.mode=existingSecret or unset the secretName" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "existingSecret") (not $v.webhook.caBundle) -}}
+{{- if $v.webhook.url -}}
+{{- fail "webhook.url without cert-manager or selfManaged certificates needs webhook.caBundle: the base64 PEM CA that signed the server's certificate" -}}
+{{- else -}}
+{{- fail "certificates.mode=existingSecret needs webhook.caBundle: the base64 PEM CA that signed the certificate in certificates.existingSecret.secretName" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (ne $mode "existingSecret") $v.webhook.caBundle -}}
+{{- fail (printf "webhook.caBundle is set but certificates.mode=%s injects the CA and would overwrite it; use certificates.mode=existingSecret to supply your own CA" $mode) -}}
+{{- end -}}
+{{- if and (ne $mode "certManager") $v.certificates.certManager.issuerRef.name -}}
+{{- fail (printf "certificates.certManager.issuerRef.name is set but certificates.mode=%s does not use cert-manager; set certificates.mode=certManager or unset the issuerRef name" $mode) -}}
+{{- end -}}
+{{- if and $v.policies.inline $v.policies.existingConfigMap -}}
+{{- fail "policies.inline and policies.existingConfigMap are both set; use one: set policies.inline=null to use only the existing ConfigMap" -}}
+{{- end -}}
+{{- if not (or $v.policies.inline $v.policies.existingConfigMap) -}}
+{{- fail "no policies: set policies.inline (SandboxPolicy files by name) or policies.existingConfigMap; without policies the webhook would change nothing" -}}
+{{- end -}}
+{{- if $v.podDisruptionBudget.enabled -}}
+{{- $pdb := $v.podDisruptionBudget -}}
+{{- if and (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "invalid" $pdb.maxUnavailable)) -}}
+{{- fail "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are both set; set the other to null" -}}
+{{- end -}}
+{{- if and (kindIs "invalid" $pdb.minAvailable) (kindIs "invalid" $pdb.maxUnavailable) -}}
+{{- fail "podDisruptionBudget.enabled=true needs podDisruptionBudget.minAvailable or podDisruptionBudget.maxUnavailable" -}}
+{{- end -}}
+{{- if and (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "string" $pdb.minAvailable)) -}}
+{{- if ge (int $pdb.minAvailable) (int $v.replicaCount) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable=%d with replicaCount=%d lets no replica be evicted, so node drains would hang; raise replicaCount, lower minAvailable or set podDisruptionBudget.enabled=false" (int $pdb.minAvailable) (int $v.replicaCount)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
