@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// hashLen is the length of Policy.Hash and Set.Hash in hex characters.
+const hashLen = 12
+
+// Compile defaults and validates sp and compiles what the mutation core
+// needs (selectors, quantities, the content hash). source is recorded in
+// Policy.Source and names sp in errors. sp is not modified. On failure the
+// error is an *Error.
+func Compile(source string, sp SandboxPolicy) (*Policy, error) {
+	p, errs := compile(source, sp)
+	if len(errs) > 0 {
+		return nil, &Error{Problems: problemsOf(source, sp.Metadata.Name, errs)}
+	}
+	return p, nil
+}
+
+func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
+	// A JSON round trip deep-copies sp, so defaulting cannot write into
+	// the caller's slices.
+	sp, err := roundTrip(sp)
+	if err != nil {
+		return nil, field.ErrorList{documentError(err.Error())}
+	}
+	setDefaults(&sp)
+	if errs := validate(&sp); len(errs) > 0 {
+		return nil, errs
+	}
+	canonical, err := json.Marshal(sp)
+	if err != nil {
+		return nil, field.ErrorList{documentError(err.Error())}
+	}
+	sum := sha256.Sum256(canonical)
+	p := &Policy{
+		SandboxPolicy: sp,
+		Source:        source,
+		Hash:          hex.EncodeToString(sum[:])[:hashLen],
+		CacheSizes:    make([]*resource.Quantity, len(sp.Spec.Caches)),
+	}
+
+	// Validation has checked every selector and quantity; errors here would
+	// be bugs in validate.
+	var errs field.ErrorList
+	selector := func(ls *metav1.LabelSelector, fld *field.Path) labels.Selector {
+		if ls == nil {
+			return nil
+		}
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			errs = append(errs, field.InternalError(fld, err))
+		}
+		return s
+	}
+	quantity := func(s string, fld *field.Path) resource.Quantity {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			errs = append(errs, field.InternalError(fld, err))
+		}
+		return q
+	}
+	match := field.NewPath("spec", "match")
+	p.NamespaceSelector = selector(sp.Spec.Match.NamespaceSelector, match.Child("namespaceSelector"))
+	p.PodSelector = selector(sp.Spec.Match.PodSelector, match.Child("podSelector"))
+	p.ExcludePodSelector = selector(sp.Spec.Match.ExcludePodSelector, match.Child("excludePodSelector"))
+	for i, c := range sp.Spec.Caches {
+		if c.SizeLimit != "" {
+			q := quantity(c.SizeLimit, field.NewPath("spec", "caches").Index(i).Child("sizeLimit"))
+			p.CacheSizes[i] = &q
+		}
+	}
+	if m := sp.Spec.Memory; m != nil {
+		p.MemoryLimit = quantity(m.Limit, field.NewPath("spec", "memory", "limit"))
+		if m.Request != "" {
+			p.MemoryRequest = quantity(m.Request, field.NewPath("spec", "memory", "request"))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return p, nil
+}
+
+func roundTrip(sp SandboxPolicy) (SandboxPolicy, error) {
+	var out SandboxPolicy
+	raw, err := json.Marshal(sp)
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	return out, err
+}
+
+// setDefaults fills in the documented defaults.
+func setDefaults(sp *SandboxPolicy) {
+	s := &sp.Spec
+	if s.Enforcement == "" {
+		s.Enforcement = Enforce
+	}
+	if s.Mode == "" {
+		s.Mode = ModeMemory
+	}
+	if len(s.Containers.Include) == 0 {
+		s.Containers.Include = []string{"*"}
+	}
+	if s.Containers.InitContainers == nil {
+		yes := true
+		s.Containers.InitContainers = &yes
+	}
+	for i := range s.Env {
+		if s.Env[i].OnConflict == "" {
+			s.Env[i].OnConflict = Keep
+		}
+	}
+	if s.Memory != nil && s.Memory.Level == "" {
+		s.Memory.Level = LevelPod
+	}
+	for i := range s.Assets {
+		if h := s.Assets[i].HostPath; h != nil && h.Type == "" {
+			h.Type = "Directory"
+		}
+		if img := s.Assets[i].Image; img != nil && img.PullPolicy == "" {
+			img.PullPolicy = "IfNotPresent"
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// parse is Parse, returning the valid policies of raw along with the
+// problems of the others.
+func parse(source string, raw []byte) ([]*Policy, []Problem) {
+	type doc struct {
+		chunk
+		node *yaml.Node
+		err  error
+	}
+	var docs []doc
+	for _, c := range splitDocuments(raw) {
+		node, err := parseNode(c.text)
+		if err == nil && isEmpty(node) {
+			continue
+		}
+		docs = append(docs, doc{c, node, err})
+	}
+
+	var (
+		policies []*Policy
+		problems []Problem
+	)
+	for i, d := range docs {
+		src := source
+		if len(docs) > 1 {
+			src = fmt.Sprintf("%s#%d", source, i+1)
+		}
+		if d.err != nil {
+			problems = append(problems, Problem{Source: src, Err: yamlError(d.err, d.offset)})
+			continue
+		}
+		name := nodeName(d.node)
+		sp, errs := decode(d.chunk, d.node)
+		if len(errs) == 0 {
+			var p *Policy
+			if p, errs = compile(src, sp); len(errs) == 0 {
+				policies = append(policies, p)
+				continue
+			}
+		}
+		problems = append(problems, problemsOf(src, name, errs)...)
+	}
+	return policies, problems
+}
+
+// parseNode parses one document into a YAML node tree.
+func parseNode(text []byte) (*yaml.Node, error) {
+	var n yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(string(text)))
+	if err := dec.Decode(&n); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
+		// A separator splitDocuments does not cut at, such as "--- !!map".
+		return nil, errors.New("documents must be separated by lines of only ---")
+	}
+	return &n, nil
+}
+
+// isEmpty reports whether a document holds nothing but comments or null.
+func isEmpty(n *yaml.Node) bool {
+	return n.Kind == 0 || len(n.Content) == 1 && n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null"
+}
+
+// yamlLine finds the line number in a YAML library error.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+):`)
+
+// yamlError reports a YAML syntax error with the line number in the file.
+func yamlError(err error, offset int) *field.Error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		msg = fmt.Sprintf("line %d:%s", n+offset, msg[len(m[0]):])
+	}
+	return documentError("invalid YAML: " + strings.TrimPrefix(msg, "yaml: "))
+}
+
+// nodeName returns metadata.name of a document, or "".
+func nodeName(doc *yaml.Node) string {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, key := range []string{"metadata", "name"} {
+		n = mapValue(n, key)
+		if n == nil {
+			return ""
+		}
+	}
+	if n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// mapValue returns the value of key in a mapping node, or nil.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// decode checks apiVersion and kind, then decodes strictly: unknown fields
+// and duplicate keys are errors.
+func decode(c chunk, node *yaml.Node) (SandboxPolicy, field.ErrorList) {
+	var sp SandboxPolicy
+	if errs := duplicateKeys(node.Content[0], nil, c.offset); len(errs) > 0 {
+		return sp, errs
+	}
+	j, err := sigsyaml.YAMLToJSONStrict(c.text)
+	if err != nil {
+		return sp, field.ErrorList{yamlError(err, c.offset)}
+	}
+	var top map[string]any
+	if err := json.Unmarshal(j, &top); err != nil {
+		return sp, field.ErrorList{documentError("must be a mapping with apiVersion, kind, metadata and spec")}
+	}
+	var errs field.ErrorList
+	for _, f := range []struct{ name, want string }{{"apiVersion", APIVersion}, {"kind", Kind}} {
+		if e := checkConstant(field.NewPath(f.name), top[f.name], f.want); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return sp, errs
+	}
+
+	strict, err := sigsjson.UnmarshalStrict(j, &sp)
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+		detail := fmt.Sprintf("must be %s, not %s", describe(te.Type), te.Value)
+		return sp, field.ErrorList{{Type: field.ErrorTypeInvalid, Field: te.Field, BadValue: field.OmitValueType{}, Detail: detail}}
+	}
+	if err != nil {
+		return sp, field.ErrorList{documentError(err.Error())}
+	}
+	for _, e := range strict {
+		fe, ok := e.(interface{ FieldPath() string })
+		switch {
+		case !ok:
+			errs = append(errs, documentError(e.Error()))
+		case strings.HasPrefix(e.Error(), "duplicate field"):
+			errs = append(errs, &field.Error{Type: field.ErrorTypeDuplicate, Field: fe.FieldPath(), BadValue: field.OmitValueType{}, Detail: "key set twice; set it once"})
+		default:
+			errs = append(errs, unknownField(fe.FieldPath()))
+		}
+	}
+	return sp, errs
+}
+
+// checkConstant checks a field that has exactly one allowed value.
+func checkConstant(fld *field.Path, got any, want string) *field.Error {
+	switch got {
+	case want:
+		return nil
+	case nil, "":
+		return field.Required(fld, fmt.Sprintf("must be %q", want))
+	}
+	return field.NotSupported(fld, got, []string{want})
+}
+
+// duplicateKeys finds keys set twice in one YAML mapping, which JSON
+// conversion would otherwise report without a field path. offset is added
+// to line numbers.
+func duplicateKeys(n *yaml.Node, p *field.Path, offset int) field.ErrorList {
+	var errs field.ErrorList
+	switch n.Kind {
+	case yaml.MappingNode:
+		lines := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			kp := field.NewPath(k.Value)
+			if p != nil {
+				kp = p.Child(k.Value)
+			}
+			if first, dup := lines[k.Value]; dup {
+				detail := fmt.Sprintf("key set on lines %d and %d; set it once", first, offset+k.Line)
+				errs = append(errs, duplicateError(kp, field.OmitValueType{}, detail))
+			} else {
+				lines[k.Value] = offset + k.Line
+			}
+			errs = append(errs, duplicateKeys(n.Content[i+1], kp, offset)...)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			errs = append(errs, duplicateKeys(c, p.Index(i), offset)...)
+		}
+	}
+	return errs
+}
+
+func duplicateError(p *field.Path, value any, detail string) *field.Error {
+	e := field.Duplicate(p, value)
+	e.Detail = detail
+	return e
+}
+
+// unknownField reports a field the policy format does not have, with the
+// fields allowed at that place.
+func unknownField(path string) *field.Error {
+	parent, key := "", path
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		parent, key = path[:i], path[i+1:]
+	}
+	detail := "unknown field"
+	names := fieldsAt(parent)
+	if i := slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(n, key) }); i >= 0 {
+		detail += fmt.Sprintf("; did you mean %q?", names[i])
+	} else if len(names) > 0 {
+		detail += "; supported fields: " + quoted(names)
+	}
+	return &field.Error{Type: field.ErrorTypeForbidden, Field: path, Detail: detail}
+}
+
+// fieldsAt returns the JSON field names of the object at path (such as
+// "spec.caches[0]") in a SandboxPolicy document.
+func fieldsAt(path string) []string {
+	t := reflect.TypeFor[SandboxPolicy]()
+	if path != "" {
+		for seg := range strings.SplitSeq(path, ".") {
+			seg, _, _ = strings.Cut(seg, "[")
+			names, types := jsonFields(t)
+			i := slices.Index(names, seg)
+			if i < 0 {
+				return nil
+			}
+			t = types[i]
+		}
+	}
+	names, _ := jsonFields(t)
+	return names
+}
+
+// jsonFields lists the JSON field names and types of a struct (through
+// pointers and slices), inlining embedded structs.
+func jsonFields(t reflect.Type) (names []string, types []reflect.Type) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, nil
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && f.Anonymous:
+			n, ts := jsonFields(f.Type)
+			names, types = append(names, n...), append(types, ts...)
+		default:
+			if name == "" {
+				name = f.Name
+			}
+			names, types = append(names, name), append(types, f.Type)
+		}
+	}
+	return names, types
+}
+
+// describe names a Go type the way a policy author thinks of it.
+func describe(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Slice:
+		return "a list"
+	default:
+		return "a mapping"
+	}
+}
+
+func quoted(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(q, ", ")
+}

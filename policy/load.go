@@ -1,0 +1,190 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Load reads policy files into a Set. Each path is a file or a directory; a
+// directory contributes its *.yaml, *.yml and *.json entries in name order
+// (not recursively), skipping entries whose name starts with "." and
+// following symlinks, so a mounted ConfigMap (x.yaml -> ..data/x.yaml) loads
+// as its keys; a dangling symlink (a key being removed) is skipped. Every
+// problem of every file is collected; the returned error is then an *Error.
+func Load(paths ...string) (*Set, error) {
+	var (
+		policies []*Policy
+		problems []Problem
+	)
+	for _, p := range paths {
+		files, err := policyFiles(p)
+		if err != nil {
+			problems = append(problems, fileProblem(p, err))
+			continue
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				problems = append(problems, fileProblem(f, err))
+				continue
+			}
+			ps, pr := parse(f, raw)
+			policies = append(policies, ps...)
+			problems = append(problems, pr...)
+		}
+	}
+	set, pr := newSet(policies)
+	problems = append(problems, pr...)
+	if err := asError(problems); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// Parse decodes, defaults, validates and compiles the policy documents in raw,
+// which may hold several YAML (or JSON) documents separated by "---" lines;
+// empty documents are ignored. source names raw in Policy.Source and in
+// errors. On any problem Parse returns no policies and an *Error listing all
+// of them.
+func Parse(source string, raw []byte) ([]*Policy, error) {
+	ps, problems := parse(source, raw)
+	if err := asError(problems); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// ParseSet is Parse followed by NewSet, for tests and for policies that do
+// not come from files.
+func ParseSet(source string, raw []byte) (*Set, error) {
+	ps, problems := parse(source, raw)
+	set, pr := newSet(ps)
+	if err := asError(append(problems, pr...)); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// NewSet orders compiled policies by name, which is the order they apply
+// in, and rejects duplicate names (naming both sources).
+func NewSet(policies []*Policy) (*Set, error) {
+	set, problems := newSet(policies)
+	if err := asError(problems); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+func newSet(policies []*Policy) (*Set, []Problem) {
+	sorted := slices.Clone(policies)
+	slices.SortStableFunc(sorted, func(a, b *Policy) int { return strings.Compare(a.Name(), b.Name()) })
+	var problems []Problem
+	h := sha256.New()
+	var first *Policy // of the current run of equal names
+	for i, p := range sorted {
+		if i == 0 || p.Name() != sorted[i-1].Name() {
+			first = p
+		} else {
+			err := duplicateError(field.NewPath("metadata", "name"), p.Name(), "also defined in "+first.Source)
+			problems = append(problems, Problem{Source: p.Source, Policy: p.Name(), Err: err})
+		}
+		fmt.Fprintf(h, "%s %s\n", p.Name(), p.Hash)
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return &Set{Policies: sorted, Hash: hex.EncodeToString(h.Sum(nil))[:hashLen]}, nil
+}
+
+// policyFiles lists the files a --policy path stands for.
+func policyFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "."):
+			continue
+		case !slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(name))):
+			continue
+		}
+		f := filepath.Join(path, name)
+		info, err := os.Stat(f) // follows symlinks
+		if err != nil && e.Type()&fs.ModeSymlink != 0 && errors.Is(err, fs.ErrNotExist) {
+			// A key removed from a ConfigMap: its symlink dangles until
+			// the kubelet deletes it.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if info.Mode().IsRegular() {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// fileProblem reports a file or directory that cannot be read.
+func fileProblem(path string, err error) Problem {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		path, err = pe.Path, pe.Err
+	}
+	return Problem{Source: path, Err: documentError("cannot read: " + err.Error())}
+}
+
+// chunk is one "---"-separated part of a file; offset is the number of
+// lines before it.
+type chunk struct {
+	text   []byte
+	offset int
+}
+
+// splitDocuments cuts raw at lines consisting of "---" (optionally followed
+// by a comment).
+func splitDocuments(raw []byte) []chunk {
+	var (
+		chunks []chunk
+		cur    = chunk{text: []byte{}}
+		lines  = 0
+	)
+	for line := range bytes.Lines(raw) {
+		lines++
+		if isSeparator(line) {
+			chunks = append(chunks, cur)
+			cur = chunk{text: []byte{}, offset: lines}
+			continue
+		}
+		cur.text = append(cur.text, line...)
+	}
+	return append(chunks, cur)
+}
+
+func isSeparator(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("---"))
+	if !ok {
+		return false
+	}
+	trimmed := bytes.TrimSpace(rest)
+	return len(trimmed) == 0 || trimmed[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
+}

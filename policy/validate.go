@@ -1,0 +1,311 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// validate checks a defaulted policy. Every message says what is allowed.
+func validate(sp *SandboxPolicy) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct{ name, got, want string }{{"apiVersion", sp.APIVersion, APIVersion}, {"kind", sp.Kind, Kind}} {
+		if e := checkConstant(field.NewPath(f.name), f.got, f.want); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	name := field.NewPath("metadata", "name")
+	if sp.Metadata.Name == "" {
+		errs = append(errs, field.Required(name, "a DNS-1123 subdomain such as uv-cache"))
+	}
+	errs = append(errs, each(validation.IsDNS1123Subdomain, sp.Metadata.Name, name)...)
+
+	s, spec := &sp.Spec, field.NewPath("spec")
+	errs = append(errs, oneOf(spec.Child("enforcement"), s.Enforcement, Enforce, Shadow)...)
+	errs = append(errs, oneOf(spec.Child("mode"), s.Mode, ModeMemory, ModeDisk)...)
+	errs = append(errs, validateMatch(&s.Match, spec.Child("match"))...)
+	containers := spec.Child("containers")
+	errs = append(errs, validateGlobs(s.Containers.Include, containers.Child("include"))...)
+	errs = append(errs, validateGlobs(s.Containers.Exclude, containers.Child("exclude"))...)
+	if len(s.Caches) == 0 && len(s.Env) == 0 && s.Memory == nil && len(s.Assets) == 0 && s.Mode != ModeDisk {
+		errs = append(errs, field.Required(spec, "a policy must inject something: set caches, env, memory, assets, or mode: disk"))
+	}
+
+	// Names and mount paths become pod volumes and volume mounts, which must
+	// be unique across caches and assets.
+	names, mounts := map[string]*field.Path{}, map[string]*field.Path{}
+	mount := func(fld *field.Path, name, mountPath string) {
+		errs = append(errs, validateVolumeName(fld.Child("name"), name, names)...)
+		errs = append(errs, validateMountPath(fld.Child("mountPath"), mountPath, mounts)...)
+	}
+	for i, c := range s.Caches {
+		fld := spec.Child("caches").Index(i)
+		mount(fld, c.Name, c.MountPath)
+		if c.SizeLimit != "" {
+			q, e := parseQuantity(fld.Child("sizeLimit"), c.SizeLimit)
+			if e == nil && q.Sign() <= 0 {
+				e = field.Invalid(fld.Child("sizeLimit"), c.SizeLimit, "must be greater than zero")
+			}
+			if e != nil {
+				errs = append(errs, e)
+			}
+		}
+	}
+	for i, a := range s.Assets {
+		fld := spec.Child("assets").Index(i)
+		mount(fld, a.Name, a.MountPath)
+		errs = append(errs, validateAsset(&a, fld)...)
+	}
+	for i, ref := range s.KeepMemoryVolumes {
+		fld := spec.Child("keepMemoryVolumes").Index(i)
+		switch {
+		case ref.Name == "" && ref.MountPath == "":
+			errs = append(errs, field.Required(fld, "set exactly one of name, mountPath"))
+		case ref.Name != "" && ref.MountPath != "":
+			errs = append(errs, field.Forbidden(fld, "set exactly one of name, mountPath, not both"))
+		}
+	}
+	errs = append(errs, validateEnv(s.Env, spec.Child("env"))...)
+	if s.Memory != nil {
+		errs = append(errs, validateMemory(s.Memory, spec.Child("memory"))...)
+	}
+	return errs
+}
+
+func validateMatch(m *Match, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(m.Namespaces) == 0 && m.NamespaceSelector == nil && m.PodSelector == nil {
+		errs = append(errs, field.Required(fld, "a policy must say what it is for: set namespaces, namespaceSelector and/or podSelector"))
+	}
+	errs = append(errs, validateGlobs(m.Namespaces, fld.Child("namespaces"))...)
+	errs = append(errs, validateGlobs(m.ExcludeNamespaces, fld.Child("excludeNamespaces"))...)
+	errs = append(errs, validateSelector(m.NamespaceSelector, fld.Child("namespaceSelector"))...)
+	errs = append(errs, validateSelector(m.PodSelector, fld.Child("podSelector"))...)
+	errs = append(errs, validateSelector(m.ExcludePodSelector, fld.Child("excludePodSelector"))...)
+	if o := m.OptOut; o != nil {
+		fld := fld.Child("optOut")
+		if o.Label == "" && o.Annotation == "" {
+			errs = append(errs, field.Required(fld, "set label and/or annotation"))
+		}
+		errs = append(errs, each(validation.IsQualifiedName, o.Label, fld.Child("label"))...)
+		errs = append(errs, each(validation.IsQualifiedName, o.Annotation, fld.Child("annotation"))...)
+	}
+	return errs
+}
+
+// validateGlobs checks names or globs in path.Match syntax.
+func validateGlobs(globs []string, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, g := range globs {
+		if _, err := path.Match(g, ""); g == "" || err != nil {
+			errs = append(errs, field.Invalid(fld.Index(i), g, `must be a name or a glob such as "sandbox-*" (path.Match syntax: *, ?, [a-z], \ escapes)`))
+		}
+	}
+	return errs
+}
+
+func validateSelector(ls *metav1.LabelSelector, fld *field.Path) field.ErrorList {
+	if ls == nil {
+		return nil
+	}
+	errs := metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, fld)
+	if len(errs) == 0 {
+		if _, err := metav1.LabelSelectorAsSelector(ls); err != nil {
+			errs = append(errs, field.Invalid(fld, ls, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateVolumeName(fld *field.Path, name string, seen map[string]*field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fld, "a DNS-1123 label such as uv-cache")}
+	}
+	errs := each(validation.IsDNS1123Label, name, fld)
+	if first, ok := seen[name]; ok {
+		errs = append(errs, duplicateError(fld, name, "already used by "+first.String()))
+	} else {
+		seen[name] = fld
+	}
+	return errs
+}
+
+func validateMountPath(fld *field.Path, p string, seen map[string]*field.Path) field.ErrorList {
+	errs := validateAbsPath(fld, p)
+	if len(errs) > 0 {
+		return errs
+	}
+	if p == "/" {
+		return field.ErrorList{field.Invalid(fld, p, "must not be /")}
+	}
+	if first, ok := seen[p]; ok {
+		return field.ErrorList{duplicateError(fld, p, "already used by "+first.String())}
+	}
+	seen[p] = fld
+	return nil
+}
+
+// validateAbsPath checks that p is absolute, has no ".." and is clean.
+func validateAbsPath(fld *field.Path, p string) field.ErrorList {
+	switch {
+	case p == "":
+		return field.ErrorList{field.Required(fld, "an absolute path such as /root/.cache/uv")}
+	case !path.IsAbs(p):
+		return field.ErrorList{field.Invalid(fld, p, "must be an absolute path")}
+	case slices.Contains(strings.Split(p, "/"), ".."):
+		return field.ErrorList{field.Invalid(fld, p, `must not contain ".."`)}
+	case path.Clean(p) != p:
+		return field.ErrorList{field.Invalid(fld, p, fmt.Sprintf("must be a clean path (%s)", path.Clean(p)))}
+	}
+	return nil
+}
+
+// protectedTrees are host directories an asset may neither be nor lie
+// under, with the reason.
+var protectedTrees = []struct{ dir, why string }{
+	{"/etc", "node configuration and credentials"},
+	{"/proc", "kernel and process interfaces"},
+	{"/sys", "kernel interfaces"},
+	{"/dev", "host devices"},
+	{"/boot", "the node's boot files"},
+	{"/root", "the node's root home directory"},
+	{"/run", "runtime sockets and state"},
+	{"/var/run", "runtime sockets and state"},
+	{"/var/lib/kubelet", "node and container-runtime state"},
+	{"/var/lib/containerd", "container-runtime state"},
+	{"/var/lib/docker", "container-runtime state"},
+	{"/var/lib/containers", "container-runtime state"},
+	{"/var/lib/etcd", "cluster state"},
+	{"/var/log", "node logs"},
+}
+
+// protectedDirs are host directories an asset may not be, though it may
+// lie under them.
+var protectedDirs = []string{"/var", "/var/lib", "/usr", "/home", "/opt", "/bin", "/sbin", "/lib"}
+
+// hostPathRisk says why a clean absolute host path must not be mounted, or
+// returns "".
+func hostPathRisk(p string) string {
+	if p == "/" {
+		return "must not be / (the whole node filesystem)"
+	}
+	for _, t := range protectedTrees {
+		if p == t.dir || strings.HasPrefix(p, t.dir+"/") {
+			return fmt.Sprintf("must not be or lie under %s (%s)", t.dir, t.why)
+		}
+	}
+	if slices.Contains(protectedDirs, p) {
+		return fmt.Sprintf("must not be %s itself (a system directory; use a subdirectory)", p)
+	}
+	if strings.HasSuffix(p, ".sock") {
+		return "must not be a .sock file (container-runtime sockets)"
+	}
+	return ""
+}
+
+func validateAsset(a *Asset, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.HostPath == nil && a.Image == nil {
+		errs = append(errs, field.Required(fld, "set hostPath, image, or both"))
+	}
+	if h := a.HostPath; h != nil {
+		fld := fld.Child("hostPath")
+		pe := validateAbsPath(fld.Child("path"), h.Path)
+		if len(pe) == 0 {
+			if why := hostPathRisk(h.Path); why != "" {
+				pe = field.ErrorList{field.Invalid(fld.Child("path"), h.Path, why)}
+			}
+		}
+		errs = append(errs, pe...)
+		errs = append(errs, oneOf(fld.Child("type"), h.Type, "Directory", "File")...)
+	}
+	if img := a.Image; img != nil {
+		fld := fld.Child("image")
+		if img.Reference == "" {
+			errs = append(errs, field.Required(fld.Child("reference"), "an OCI image reference such as registry.example/rebench-v2:2026-01"))
+		}
+		errs = append(errs, oneOf(fld.Child("pullPolicy"), img.PullPolicy, "Always", "IfNotPresent", "Never")...)
+	}
+	return errs
+}
+
+func validateEnv(env []EnvVar, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]*field.Path{}
+	for i, e := range env {
+		fld := fld.Index(i)
+		name := fld.Child("name")
+		if e.Name == "" {
+			errs = append(errs, field.Required(name, "an environment variable name such as UV_LINK_MODE"))
+		} else if first, ok := seen[e.Name]; ok {
+			errs = append(errs, duplicateError(name, e.Name, "already set by "+first.String()))
+		} else {
+			seen[e.Name] = fld
+		}
+		errs = append(errs, each(validation.IsEnvVarName, e.Name, name)...)
+		errs = append(errs, oneOf(fld.Child("onConflict"), e.OnConflict, Keep, Override)...)
+	}
+	return errs
+}
+
+func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var limit *resource.Quantity
+	if m.Limit == "" {
+		errs = append(errs, field.Required(fld.Child("limit"), "a memory quantity such as 8Gi"))
+	} else if q, e := parseQuantity(fld.Child("limit"), m.Limit); e != nil {
+		errs = append(errs, e)
+	} else if q.Sign() <= 0 {
+		errs = append(errs, field.Invalid(fld.Child("limit"), m.Limit, "must be greater than zero"))
+	} else {
+		limit = &q
+	}
+	if m.Request != "" {
+		q, e := parseQuantity(fld.Child("request"), m.Request)
+		switch {
+		case e != nil:
+			errs = append(errs, e)
+		case q.Sign() < 0:
+			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not be negative"))
+		case limit != nil && q.Cmp(*limit) > 0:
+			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not exceed limit "+m.Limit))
+		}
+	}
+	return append(errs, oneOf(fld.Child("level"), m.Level, LevelPod, LevelContainer)...)
+}
+
+func parseQuantity(fld *field.Path, s string) (resource.Quantity, *field.Error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return q, field.Invalid(fld, s, "must be a quantity such as 1Gi")
+	}
+	return q, nil
+}
+
+// oneOf checks an enumerated field (already defaulted).
+func oneOf[T ~string](fld *field.Path, v T, allowed ...T) field.ErrorList {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(fld, v, allowed)}
+}
+
+// each turns the messages of a k8s.io/apimachinery validation function
+// into errors; empty values are left to the caller.
+func each(check func(string) []string, v string, fld *field.Path) field.ErrorList {
+	if v == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, msg := range check(v) {
+		errs = append(errs, field.Invalid(fld, v, msg))
+	}
+	return errs
+}
