@@ -245,18 +245,22 @@ func (a *applier) memory(sel []target) {
 	}
 	// Values this webhook set in an earlier pass are recomputed (a container
 	// may have been added since); values the pod author set are respected.
-	ours := a.prev != nil && a.prev.PodMemory != nil && hasLim && hasReq &&
-		quantityIs(lim, a.prev.PodMemory.Limit) && quantityIs(req, a.prev.PodMemory.Request)
+	// An earlier pass records the request as "" when it kept the author's.
+	var ours bool
+	if pm := a.prevMemory(); pm != nil && hasLim && quantityIs(lim, pm.Limit) {
+		ours = pm.Request == "" || (hasReq && quantityIs(req, pm.Request))
+	}
 	if hasLim && !ours {
 		a.skip(item, fmt.Sprintf("the pod sets its own pod-level memory limit (%s); kept", lim.String()), false)
 		return
 	}
+	ownReq := hasReq && (!ours || a.prevMemory().Request == "")
 
 	wantReq := containerRequests(spec)
 	if a.p.MemoryRequest.Cmp(wantReq) > 0 {
 		wantReq = a.p.MemoryRequest.DeepCopy()
 	}
-	if hasReq && !ours {
+	if ownReq {
 		wantReq = req // the pod author's own request
 	}
 	wantLim := a.p.MemoryLimit.DeepCopy()
@@ -281,9 +285,19 @@ func (a *applier) memory(sel []target) {
 		spec.Resources.Requests[corev1.ResourceMemory] = wantReq
 		a.st.dirty = true
 	}
-	a.st.PodMemory = &podMemory{Limit: wantLim.String(), Request: wantReq.String()}
+	a.st.PodMemory = &podMemory{Limit: wantLim.String()}
+	if !ownReq {
+		a.st.PodMemory.Request = wantReq.String()
+	}
 	a.claims["memory"] = a.p.Name()
 	a.applied(item)
+}
+
+func (a *applier) prevMemory() *podMemory {
+	if a.prev == nil {
+		return nil
+	}
+	return a.prev.PodMemory
 }
 
 // containerMemory is the fallback for clusters without pod-level resources:
@@ -334,8 +348,10 @@ func (a *applier) convert() {
 		}
 		v.EmptyDir.Medium = corev1.StorageMediumDefault
 		a.st.dirty = true
+		// Recorded in status.Converted, not in the policy's injected
+		// items: a later pass finds the volume already on disk.
 		a.st.Converted = append(a.st.Converted, v.Name)
-		a.applied(item)
+		a.res.Applied = append(a.res.Applied, Decision{Policy: a.p.Name(), Item: item, Shadow: a.shadow})
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 // plain diff of raw against mutated would remove them. Like controller-runtime's
 // defaulter, Patch drops such "remove" operations; unlike it, it keeps the
 // removals the core intends (a converted emptyDir's medium, an overridden
-// env var's valueFrom): those are paths the typed original still has.
+// env var's valueFrom): those are paths the typed original still has. It also
+// drops additions of empty objects (resources: {}, status: {}), which only
+// the typed encoding introduces; the core never adds an empty object.
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
 	out, err := json.Marshal(mutated)
 	if err != nil {
@@ -30,6 +32,9 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 	var typed any // the typed original as generic JSON, decoded on first need
 	kept := ops[:0]
 	for _, op := range ops {
+		if op.Operation == "add" && isEmptyObject(op.Value) {
+			continue
+		}
 		if op.Operation == "remove" {
 			if typed == nil {
 				b, err := json.Marshal(original)
@@ -74,4 +79,9 @@ func pointerExists(doc any, p string) bool {
 		}
 	}
 	return true
+}
+
+func isEmptyObject(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
 }

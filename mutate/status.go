@@ -32,8 +32,9 @@ type statusPolicy struct {
 }
 
 type podMemory struct {
-	Limit   string `json:"limit"`
-	Request string `json:"request"`
+	Limit string `json:"limit"`
+	// Request is empty when the pod author set the request.
+	Request string `json:"request,omitempty"`
 }
 
 // readStatus returns the status annotation of an earlier pass, or nil.

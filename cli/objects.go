@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// object is one input document: a pod, a workload with a pod template, or
+// anything else (passed through untouched).
+type object struct {
+	doc map[string]any
+	// tmpl is the pod template inside doc (nil for a Pod and for objects
+	// without one).
+	tmpl map[string]any
+	// templatePath is the JSON pointer of tmpl inside doc, "" for a Pod.
+	templatePath string
+	isPod        bool
+}
+
+// templatePaths maps workload kinds to where their pod template lives.
+var templatePaths = map[string][]string{
+	"Deployment":            {"spec", "template"},
+	"StatefulSet":           {"spec", "template"},
+	"DaemonSet":             {"spec", "template"},
+	"ReplicaSet":            {"spec", "template"},
+	"ReplicationController": {"spec", "template"},
+	"Job":                   {"spec", "template"},
+	"CronJob":               {"spec", "jobTemplate", "spec", "template"},
+	"PodTemplate":           {"template"},
+}
+
+// readDocuments splits multi-document YAML or JSON into documents, in order.
+// Empty documents are dropped.
+func readDocuments(r io.Reader) ([]map[string]any, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var docs []map[string]any
+	for i := 1; ; i++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if string(js) == "null" {
+			continue // only comments
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(js, &doc); err != nil {
+			return nil, fmt.Errorf("document %d is not an object: %w", i, err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// isList reports whether doc is a List (v1 List or a typed FooList).
+func isList(doc map[string]any) bool {
+	kind, _ := doc["kind"].(string)
+	_, hasItems := doc["items"].([]any)
+	return hasItems && strings.HasSuffix(kind, "List")
+}
+
+// classify finds the pod in doc, if any.
+func classify(doc map[string]any) object {
+	o := object{doc: doc}
+	kind, _ := doc["kind"].(string)
+	if kind == "Pod" {
+		o.isPod = true
+		return o
+	}
+	p, ok := templatePaths[kind]
+	if !ok {
+		return o
+	}
+	var cur any = doc
+	for _, k := range p {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return o
+		}
+		cur = m[k]
+	}
+	if m, ok := cur.(map[string]any); ok {
+		o.tmpl = m
+		o.templatePath = "/" + strings.Join(p, "/")
+	}
+	return o
+}
+
+// hasPod reports whether the object carries a pod or a pod template.
+func (o object) hasPod() bool { return o.isPod || o.tmpl != nil }
+
+// podJSON returns the pod to mutate, as JSON: the object itself for a Pod, a
+// Pod built from metadata and spec of the template for a workload.
+func (o object) podJSON() ([]byte, error) {
+	if o.isPod {
+		return json.Marshal(o.doc)
+	}
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod"}
+	if md, ok := o.tmpl["metadata"]; ok {
+		pod["metadata"] = md
+	}
+	if spec, ok := o.tmpl["spec"]; ok {
+		pod["spec"] = spec
+	}
+	return json.Marshal(pod)
+}
+
+// setPod writes the mutated pod JSON back into the object.
+func (o object) setPod(podJSON []byte) error {
+	var pod map[string]any
+	if err := json.Unmarshal(podJSON, &pod); err != nil {
+		return err
+	}
+	if o.isPod {
+		for k := range o.doc {
+			delete(o.doc, k)
+		}
+		for k, v := range pod {
+			o.doc[k] = v
+		}
+		return nil
+	}
+	for _, k := range []string{"metadata", "spec"} {
+		if v, ok := pod[k]; ok {
+			o.tmpl[k] = v
+		}
+	}
+	return nil
+}
+
+// displayName is "Kind namespace/name" for reports.
+func displayName(doc map[string]any, namespace string) string {
+	kind, _ := doc["kind"].(string)
+	md, _ := doc["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if name == "" {
+		if g, _ := md["generateName"].(string); g != "" {
+			name = g + "(generated)"
+		}
+	}
+	if namespace != "" {
+		return fmt.Sprintf("%s %s/%s", kind, namespace, name)
+	}
+	return fmt.Sprintf("%s %s", kind, name)
+}

@@ -1,0 +1,186 @@
+// Package golden is the shared golden corpus of sandbox-webhook's tests: the
+// input pods in testdata/pods, the policy sets they run under, and the
+// expected output in testdata/golden/<set>/. The mutation core, the dry-run
+// CLI, the admission handler and the e2e suite all read the same files, so
+// they cannot disagree.
+//
+// Set REFRESH_GOLDEN=true to rewrite the expected files; a golden file whose
+// input no longer exists fails the test.
+package golden
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Set is a named set of policies the corpus runs under.
+type Set struct {
+	Name string
+	// Policies are files or directories, relative to the repository root.
+	Policies []string
+	// LeakMitigation is the --leak-mitigation override ("" means policy).
+	LeakMitigation string
+}
+
+// Sets are the policy sets every corpus pod is run under.
+var Sets = []Set{
+	{Name: "memory", Policies: []string{"examples/policies/memory"}},
+	{Name: "disk", Policies: []string{"examples/policies/disk"}},
+	{Name: "memory-forced-disk", Policies: []string{"examples/policies/memory"}, LeakMitigation: "on"},
+	{Name: "hostpath-only", Policies: []string{"testdata/policies/hostpath-only.yaml"}},
+}
+
+// Case is one corpus pod under one policy set.
+type Case struct {
+	Set Set
+	// Name is the pod file's base name without .yaml.
+	Name string
+	// Input is the input pod file, relative to the repository root.
+	Input string
+	// Output is the expected dry-run -o yaml output (the mutated pod).
+	Output string
+	// Report is the expected dry-run stderr (decisions, warnings, --check).
+	Report string
+}
+
+// Namespaces is the file of Namespace objects the corpus pods live in.
+const Namespaces = "testdata/namespaces.yaml"
+
+// Root returns the repository root.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Path returns a repository-relative path as an absolute one.
+func Path(rel string) string { return filepath.Join(Root(), rel) }
+
+// Cases returns every corpus case, in a stable order.
+func Cases(t testing.TB) []Case {
+	t.Helper()
+	inputs, err := filepath.Glob(Path("testdata/pods/*.yaml"))
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no corpus pods in testdata/pods: %v", err)
+	}
+	sort.Strings(inputs)
+	var out []Case
+	for _, s := range Sets {
+		for _, in := range inputs {
+			name := strings.TrimSuffix(filepath.Base(in), ".yaml")
+			dir := filepath.Join("testdata", "golden", s.Name)
+			out = append(out, Case{
+				Set:    s,
+				Name:   name,
+				Input:  filepath.Join("testdata", "pods", name+".yaml"),
+				Output: filepath.Join(dir, name+".yaml"),
+				Report: filepath.Join(dir, name+".report"),
+			})
+		}
+	}
+	return out
+}
+
+// Refresh reports whether REFRESH_GOLDEN asks to rewrite golden files.
+func Refresh() bool { return os.Getenv("REFRESH_GOLDEN") == "true" }
+
+// Compare checks got against the golden file at rel (repository-relative),
+// or rewrites it when Refresh().
+func Compare(t testing.TB, rel string, got []byte) {
+	t.Helper()
+	path := Path(rel)
+	if Refresh() {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file %s: %v (run with REFRESH_GOLDEN=true to create it)", rel, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with REFRESH_GOLDEN=true to update it after checking the change):\n--- got\n%s\n--- want\n%s", rel, got, want)
+	}
+}
+
+// CheckStale fails when testdata/golden holds a file no case produces.
+func CheckStale(t testing.TB) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, c := range Cases(t) {
+		want[filepath.Clean(c.Output)] = true
+		want[filepath.Clean(c.Report)] = true
+	}
+	root := Path("testdata/golden")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(Root(), p)
+		if !want[rel] {
+			if Refresh() {
+				return os.Remove(p)
+			}
+			t.Errorf("stale golden file %s: no corpus case produces it (delete it, or run with REFRESH_GOLDEN=true)", rel)
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
+
+// NamespaceLabels returns the labels of the corpus namespaces by name.
+func NamespaceLabels(t testing.TB) map[string]map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(Path(Namespaces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Items []corev1.Namespace `json:"items"`
+	}
+	if err := yaml.Unmarshal(raw, &list); err != nil {
+		t.Fatalf("%s: %v", Namespaces, err)
+	}
+	out := map[string]map[string]string{}
+	for _, ns := range list.Items {
+		labels := map[string]string{"kubernetes.io/metadata.name": ns.Name}
+		for k, v := range ns.Labels {
+			labels[k] = v
+		}
+		out[ns.Name] = labels
+	}
+	return out
+}
+
+// Pod reads a pod YAML file (repository-relative) and returns it as JSON, the
+// way an AdmissionReview carries it, and decoded.
+func Pod(t testing.TB, rel string) ([]byte, *corev1.Pod) {
+	t.Helper()
+	raw, err := os.ReadFile(Path(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(js, pod); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	return js, pod
+}

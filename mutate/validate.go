@@ -1,0 +1,51 @@
+package mutate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PodResourceProblems returns the reasons the apiserver would reject the
+// pod's pod-level memory (KEP-2837 validation). It backs dry-run --check; the
+// core never produces such a pod itself.
+func PodResourceProblems(spec *corev1.PodSpec) []string {
+	if spec.Resources == nil {
+		return nil
+	}
+	var out []string
+	lim, hasLim := spec.Resources.Limits[corev1.ResourceMemory]
+	req, hasReq := spec.Resources.Requests[corev1.ResourceMemory]
+	if hasLim {
+		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for i := range cs {
+				if q, ok := cs[i].Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) > 0 {
+					out = append(out, fmt.Sprintf("container %q memory limit %s exceeds the pod-level limit %s", cs[i].Name, q.String(), lim.String()))
+				}
+			}
+		}
+	}
+	if hasReq {
+		if agg := containerRequests(spec); agg.Cmp(req) > 0 {
+			out = append(out, fmt.Sprintf("pod-level memory request %s is below the containers' aggregate request %s", req.String(), agg.String()))
+		}
+		if hasLim && req.Cmp(lim) > 0 {
+			out = append(out, fmt.Sprintf("pod-level memory request %s exceeds the pod-level limit %s", req.String(), lim.String()))
+		}
+	}
+	return out
+}
+
+// RequestDefaultsToLimit reports the pod-level request trap: a pod-level
+// memory limit with no memory request anywhere makes the apiserver default
+// the pod-level request to the limit. Such a pod is admitted, but it reserves
+// the whole headroom on its node.
+func RequestDefaultsToLimit(spec *corev1.PodSpec) bool {
+	if spec.Resources == nil {
+		return false
+	}
+	_, hasLim := spec.Resources.Limits[corev1.ResourceMemory]
+	_, hasReq := spec.Resources.Requests[corev1.ResourceMemory]
+	agg := containerRequests(spec)
+	return hasLim && !hasReq && agg.IsZero()
+}
