@@ -1,0 +1,58 @@
+package charts
+
+import (
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"sigs.k8s.io/yaml"
+)
+
+// TestHelmLint runs `helm lint --strict` (the SDK's Lint action) over the chart with the
+// default values and with each certificate mode: no errors and no warnings.
+func TestHelmLint(t *testing.T) {
+	for name, values := range map[string]string{
+		"defaults":       ``,
+		"selfManaged":    `certificates: {mode: selfManaged}`,
+		"existingSecret": `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}, webhook: {caBundle: Q0EK}}`,
+		"url":            `webhook: {url: "https://127.0.0.1:9443/mutate-v1-pod"}`,
+		"everything":     `{serviceMonitor: {enabled: true}, priorityClassName: high, webhook: {matchConditions: [{name: a, expression: "true"}]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.Namespace = namespace
+			lint.KubeVersion = kubeVersion(t)
+			result := lint.Run([]string{chartDir}, vals)
+			for _, m := range result.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("%s", m)
+				} else {
+					t.Logf("%s", m)
+				}
+			}
+			for _, err := range result.Errors {
+				t.Errorf("lint: %v", err)
+			}
+			if result.TotalChartsLinted != 1 {
+				t.Errorf("linted %d charts, want 1", result.TotalChartsLinted)
+			}
+		})
+	}
+}
+
+// TestHelmLintSeesValues guards the test above: lint checks the given values against the
+// schema. (Lint renders `fail` as a log line, not an error; the render tests cover those.)
+func TestHelmLintSeesValues(t *testing.T) {
+	lint := action.NewLint()
+	lint.Namespace = namespace
+	lint.KubeVersion = kubeVersion(t)
+	result := lint.Run([]string{chartDir}, map[string]any{"replicaCount": "two"})
+	if len(result.Errors) == 0 {
+		t.Fatal("lint passed with replicaCount=two; want a schema error")
+	}
+}
