@@ -25,7 +25,7 @@ type applier struct {
 	shadow bool
 
 	pod    *corev1.Pod
-	claims map[string]string // "volume/x", "path/y", "env/z", "memory" → policy
+	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "injected/x" → policy
 	st     *status
 	sp     statusPolicy
 }
@@ -129,12 +129,18 @@ func (a *applier) asset(i int, sel []target) {
 // has a different volume of that name, and mounts it at mountPath in every
 // selected container that does not already mount something there.
 func (a *applier) volume(item string, want corev1.Volume, mountPath string, readOnly bool, sel []target) {
+	// A volume name or mount path belongs to the first policy (in order)
+	// that declares it, whether or not that policy could inject it: the
+	// outcome then depends only on the policies, never on what an earlier
+	// pass injected, so a second pass reaches the same decisions.
 	for _, key := range []string{"volume/" + want.Name, "path/" + mountPath} {
 		if owner, ok := a.claims[key]; ok {
-			a.skip(item, fmt.Sprintf("%s is already injected by policy %q, which applies first", key, owner), true)
+			a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
 			return
 		}
 	}
+	a.claims["volume/"+want.Name] = a.p.Name()
+	a.claims["path/"+mountPath] = a.p.Name()
 	var existing *corev1.Volume
 	for i := range a.pod.Spec.Volumes {
 		if a.pod.Spec.Volumes[i].Name == want.Name {
@@ -175,8 +181,7 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.pod.Spec.Volumes = append(a.pod.Spec.Volumes, want)
 		a.st.dirty = true
 	}
-	a.claims["volume/"+want.Name] = a.p.Name()
-	a.claims["path/"+mountPath] = a.p.Name()
+	a.claims["injected/"+want.Name] = a.p.Name()
 	a.applied(item)
 }
 
@@ -192,9 +197,10 @@ func mountAt(c *corev1.Container, mountPath string) *corev1.VolumeMount {
 func (a *applier) env(e policy.EnvVar, sel []target) {
 	item := "env/" + e.Name
 	if owner, ok := a.claims[item]; ok {
-		a.skip(item, fmt.Sprintf("%s is already set by policy %q, which applies first", item, owner), true)
+		a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", item, owner), true)
 		return
 	}
+	a.claims[item] = a.p.Name()
 	if len(sel) == 0 {
 		a.skip(item, "no container is selected", false)
 		return
@@ -222,7 +228,6 @@ func (a *applier) env(e policy.EnvVar, sel []target) {
 				fmt.Sprintf("container %q sets its own %s; kept (onConflict: keep)", c.Name, e.Name), true)
 		}
 	}
-	a.claims[item] = a.p.Name()
 	a.applied(item)
 }
 
@@ -233,9 +238,10 @@ func (a *applier) memory(sel []target) {
 	}
 	const item = "memory/pod"
 	if owner, ok := a.claims["memory"]; ok {
-		a.skip(item, fmt.Sprintf("pod-level memory is already set by policy %q, which applies first", owner), true)
+		a.skip(item, fmt.Sprintf("pod-level memory is claimed by policy %q, which applies first", owner), true)
 		return
 	}
+	a.claims["memory"] = a.p.Name()
 	spec := &a.pod.Spec
 	var lim, req resource.Quantity
 	var hasLim, hasReq bool
@@ -289,7 +295,6 @@ func (a *applier) memory(sel []target) {
 	if !ownReq {
 		a.st.PodMemory.Request = wantReq.String()
 	}
-	a.claims["memory"] = a.p.Name()
 	a.applied(item)
 }
 
@@ -338,8 +343,8 @@ func (a *applier) convert() {
 		if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
 			continue
 		}
-		if _, ok := a.claims["volume/"+v.Name]; ok {
-			continue
+		if _, ok := a.claims["injected/"+v.Name]; ok {
+			continue // a memory-mode policy's own cache
 		}
 		item := "convert/" + v.Name
 		if a.keeps(v.Name) {

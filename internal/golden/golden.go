@@ -37,6 +37,9 @@ var Sets = []Set{
 	{Name: "disk", Policies: []string{"examples/policies/disk"}},
 	{Name: "memory-forced-disk", Policies: []string{"examples/policies/memory"}, LeakMitigation: "on"},
 	{Name: "hostpath-only", Policies: []string{"testdata/policies/hostpath-only.yaml"}},
+	// Several policies at once: order, conflicts, override, container
+	// selection, container-level memory and a shadow policy.
+	{Name: "multi", Policies: []string{"testdata/policies/multi"}},
 }
 
 // Case is one corpus pod under one policy set.
