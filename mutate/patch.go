@@ -3,6 +3,7 @@ package mutate
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -51,7 +52,33 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 		}
 		kept = append(kept, op)
 	}
+	sortOps(kept)
 	return kept, nil
+}
+
+// sortOps puts operations in path order, so the same mutation always gives
+// the same patch (the diff walks maps in random order). Numeric segments
+// compare as numbers, so appends to one array keep their ascending order.
+// The core only appends to arrays and changes fields in place, so no two
+// operations depend on each other's order beyond that.
+func sortOps(ops []jsonpatch.Operation) {
+	sort.SliceStable(ops, func(i, j int) bool { return pathLess(ops[i].Path, ops[j].Path) })
+}
+
+func pathLess(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	for k := 0; k < len(as) && k < len(bs); k++ {
+		if as[k] == bs[k] {
+			continue
+		}
+		ai, aerr := strconv.Atoi(as[k])
+		bi, berr := strconv.Atoi(bs[k])
+		if aerr == nil && berr == nil {
+			return ai < bi
+		}
+		return as[k] < bs[k]
+	}
+	return len(as) < len(bs)
 }
 
 // pointerExists reports whether the RFC 6901 pointer p names a value in doc.
