@@ -196,8 +196,8 @@ func TestDefaultObjects(t *testing.T) {
 	if got := cms[fullname+"-config"].Data; len(got) != 1 || got["leak-mitigation"] != "policy" {
 		t.Errorf("config ConfigMap data = %v, want leak-mitigation: policy", got)
 	}
-	if got := cms[fullname+"-policies"].Data; len(got) != 1 || !strings.Contains(got["uv-cache.yaml"], "kind: SandboxPolicy") {
-		t.Errorf("policies ConfigMap data = %v, want uv-cache.yaml", got)
+	if got := cms[fullname+"-policies"].Data; len(got) != 1 || !strings.Contains(got["sandbox-seed.yaml"], "kind: SandboxPolicy") {
+		t.Errorf("policies ConfigMap data = %v, want sandbox-seed.yaml", got)
 	}
 
 	mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
@@ -426,7 +426,7 @@ policies: {inline: null, existingConfigMap: my-policies}`,
 		values: `
 policies:
   inline:
-    uv-cache.yaml: null
+    sandbox-seed.yaml: null
     10-disk.yaml: |
       apiVersion: sandbox-webhook.io/v1alpha1
       kind: SandboxPolicy
@@ -476,7 +476,7 @@ certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}`,
 		},
 	}, {
 		name:   "policy edits do not change the pod template",
-		values: `policies: {inline: {uv-cache.yaml: "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\n"}}`,
+		values: `policies: {inline: {sandbox-seed.yaml: "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\n"}}`,
 		check: func(t *testing.T, r *rendered) {
 			def := mustRender(t, "")
 			if !equalJSON(t, one[*appsv1.Deployment](t, r).Spec, one[*appsv1.Deployment](t, def).Spec) {
@@ -697,7 +697,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"bad leak-mitigation", `leakMitigation: "yes"`, []string{"leakMitigation"}},
 		{"boolean leak-mitigation", `leakMitigation: true`, []string{"leakMitigation"}},
 		{"plain http url", `webhook: {url: "http://127.0.0.1:9443/mutate-v1-pod"}`, []string{"url"}},
-		{"policy file without .yaml", `policies: {inline: {uv-cache.json: "{}"}}`, []string{"uv-cache.json"}},
+		{"policy file that is not yaml or json", `policies: {inline: {uv-cache.txt: "{}"}}`, []string{"uv-cache.txt"}},
 		{"selector operator", `webhook: {objectSelector: {matchExpressions: [{key: a, operator: Equals}]}}`, []string{"operator"}},
 		{"matchCondition without expression", `webhook: {matchConditions: [{name: a}]}`, []string{"expression"}},
 		{"caBundle that is not base64", `{webhook: {caBundle: "-----BEGIN CERTIFICATE-----"}, certificates: {mode: existingSecret, existingSecret: {secretName: s}}}`, []string{"caBundle"}},
