@@ -1,0 +1,275 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// Path is the URL path the webhook is served at.
+const Path = "/mutate-v1-pod"
+
+// Config is everything a decision reads besides the request and the
+// namespace. A Config is never modified once published: a reload builds a new
+// one and swaps the pointer, so a request sees either the old or the new
+// policies and options, never half of each.
+type Config struct {
+	Policies *policy.Set
+	Options  mutate.Options
+}
+
+// NamespaceLookup returns what the namespace cache knows about the named
+// namespace, and false when the namespace is not in the cache. It must not
+// call the API server: it runs on the admission path.
+type NamespaceLookup func(ctx context.Context, name string) (mutate.Namespace, bool)
+
+// Handler is the pod admission handler. It is safe for concurrent use.
+type Handler struct {
+	config     *atomic.Pointer[Config]
+	namespaces NamespaceLookup
+	metrics    *Metrics
+	decoder    cradmission.Decoder
+}
+
+// NewHandler returns a handler that reads the current Config from config on
+// every request and namespace facts from namespaces.
+func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metrics *Metrics) *Handler {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		// Registering a compiled-in API group cannot fail.
+		panic(err)
+	}
+	return &Handler{
+		config:     config,
+		namespaces: namespaces,
+		metrics:    metrics,
+		decoder:    cradmission.NewDecoder(scheme),
+	}
+}
+
+// Webhook wraps h in controller-runtime's admission webhook: it decodes v1
+// and v1beta1 AdmissionReviews, recovers panics and hands the handler a
+// request-scoped logger derived from log.
+func (h *Handler) Webhook(log logr.Logger) *cradmission.Webhook {
+	return &cradmission.Webhook{
+		Handler: h,
+		LogConstructor: func(_ logr.Logger, req *cradmission.Request) logr.Logger {
+			l := log.WithName("admission")
+			if req == nil {
+				return l
+			}
+			return l.WithValues("uid", req.UID, "namespace", req.Namespace,
+				"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun)
+		},
+	}
+}
+
+// Handle answers one admission request. Only the CREATE of a Pod is mutated;
+// every other request is allowed unchanged with the reason. Dry-run requests
+// are handled like any other: the handler has no side effects.
+func (h *Handler) Handle(ctx context.Context, req cradmission.Request) (resp cradmission.Response) {
+	start := time.Now()
+	log := logf.FromContext(ctx)
+	outcome := OutcomeError
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error(fmt.Errorf("panic: %v", r), "Admission handler panicked; answering with an error", "stack", string(debug.Stack()))
+			resp = cradmission.Errored(http.StatusInternalServerError,
+				fmt.Errorf("sandbox-webhook: internal error, the pod was not mutated (panic: %v)", r))
+			outcome = OutcomeError
+		}
+		h.metrics.ObserveRequest(outcome, time.Since(start))
+	}()
+	resp, outcome = h.handle(ctx, log, req)
+	return resp
+}
+
+func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
+	if req.UID == "" {
+		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
+	}
+	if reason := skipRequest(req); reason != "" {
+		log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
+		return cradmission.Allowed(reason), OutcomeSkipped
+	}
+	if len(req.Object.Raw) == 0 {
+		return errored(log, http.StatusBadRequest, errors.New("the request carries no object"))
+	}
+	pod := &corev1.Pod{}
+	if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
+		return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	}
+
+	cfg := h.config.Load()
+	if cfg == nil {
+		return errored(log, http.StatusServiceUnavailable, errors.New("no policies are loaded yet"))
+	}
+	nsName := req.Namespace
+	if nsName == "" {
+		nsName = pod.Namespace
+	}
+	if nsName == "" {
+		return errored(log, http.StatusBadRequest, errors.New("the request names no namespace"))
+	}
+	ns, ok := h.namespaces(ctx, nsName)
+	if !ok {
+		return errored(log, http.StatusServiceUnavailable,
+			fmt.Errorf("namespace %q is not in the webhook's namespace cache yet; retry", nsName))
+	}
+	ns.Name = nsName
+
+	res := mutate.Pod(pod, ns, cfg.Policies, cfg.Options)
+	h.metrics.observeResult(res)
+
+	log = log.WithValues("pod", podRef(nsName, pod), "policySet", cfg.Policies.Hash)
+	if shadow := shadowItems(res); len(shadow) > 0 {
+		// Shadow policies never patch: what they would do is logged and counted.
+		log.Info("Shadow policies would change the pod", "shadow", shadow)
+	}
+	warnings := sanitizeWarnings(res.Warnings)
+	decision := func(outcome Outcome, kv ...any) {
+		if !log.V(1).Enabled() {
+			return
+		}
+		log.V(1).Info("Admission decision", append([]any{
+			"outcome", outcome,
+			"matched", matchedPolicies(res),
+			"applied", items(res.Applied, false),
+			"skipped", items(res.Skipped, true),
+			"warnings", len(warnings),
+		}, kv...)...)
+	}
+
+	if res.PodSkipped != "" {
+		decision(OutcomeSkipped, "reason", res.PodSkipped)
+		return cradmission.Allowed(res.PodSkipped).WithWarnings(warnings...), OutcomeSkipped
+	}
+	if !res.Changed {
+		reason := unchangedReason(res)
+		decision(OutcomeUnchanged, "reason", reason)
+		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
+	}
+
+	// The namespace is the request's, not the core's: keep whatever the
+	// client sent (often nothing), so the patch never touches it.
+	mutated := res.Pod
+	if mutated.Namespace != pod.Namespace {
+		cp := *mutated
+		cp.Namespace = pod.Namespace
+		mutated = &cp
+	}
+	ops, err := mutate.Patch(req.Object.Raw, pod, mutated)
+	if err != nil {
+		return errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
+	}
+	if len(ops) == 0 {
+		reason := unchangedReason(res)
+		decision(OutcomeUnchanged, "reason", reason)
+		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
+	}
+	decision(OutcomeMutated, "operations", len(ops))
+	resp := cradmission.Patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops...)
+	return resp.WithWarnings(warnings...), OutcomeMutated
+}
+
+// skipRequest says why a request is not one this webhook mutates, or "".
+func skipRequest(req cradmission.Request) string {
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
+		return fmt.Sprintf("sandbox-webhook mutates only Pods, not %s", kindString(req))
+	}
+	if req.SubResource != "" {
+		return fmt.Sprintf("sandbox-webhook does not mutate the pods/%s subresource", req.SubResource)
+	}
+	if req.Operation != admissionv1.Create {
+		return fmt.Sprintf("sandbox-webhook mutates pods only at CREATE, not %s", req.Operation)
+	}
+	return ""
+}
+
+func kindString(req cradmission.Request) string {
+	if req.Kind.Kind == "" {
+		return "an object of unnamed kind"
+	}
+	if req.Kind.Group == "" {
+		return req.Kind.Version + " " + req.Kind.Kind
+	}
+	return req.Kind.Group + "/" + req.Kind.Version + " " + req.Kind.Kind
+}
+
+func errored(log logr.Logger, code int32, err error) (cradmission.Response, Outcome) {
+	log.Error(err, "Admission request failed", "code", code)
+	return cradmission.Errored(code, fmt.Errorf("sandbox-webhook: %w", err)), OutcomeError
+}
+
+// podRef names the pod for logs: namespace/name, or namespace/generateName*
+// for pods that are named by the API server after admission.
+func podRef(ns string, pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return ns + "/" + pod.Name
+	}
+	return ns + "/" + pod.GenerateName + "*"
+}
+
+func matchedPolicies(res mutate.Result) []string {
+	var out []string
+	for _, p := range res.Policies {
+		if p.Matched && p.Enforcement != policy.Shadow {
+			out = append(out, p.Policy)
+		}
+	}
+	return out
+}
+
+// items lists decisions as policy/item (with the reason for skipped ones),
+// leaving out shadow decisions, which are logged on their own.
+func items(ds []mutate.Decision, withReason bool) []string {
+	var out []string
+	for _, d := range ds {
+		if d.Shadow {
+			continue
+		}
+		s := d.Policy + "/" + d.Item
+		if withReason && d.Reason != "" {
+			s += ": " + d.Reason
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func shadowItems(res mutate.Result) []string {
+	var out []string
+	for _, d := range res.Applied {
+		if d.Shadow {
+			out = append(out, d.Policy+"/"+d.Item)
+		}
+	}
+	for _, d := range res.Skipped {
+		if d.Shadow {
+			out = append(out, d.Policy+"/"+d.Item+" (skipped: "+d.Reason+")")
+		}
+	}
+	return out
+}
+
+func unchangedReason(res mutate.Result) string {
+	if len(matchedPolicies(res)) == 0 {
+		return "no enforced policy matches the pod"
+	}
+	return "the pod already has everything the matching policies inject"
+}

@@ -1,0 +1,480 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+func TestHandle(t *testing.T) {
+	set := memoryPolicies(t)
+	opts := mutate.Options{ExcludeNamespaces: []string{"own"}}
+	withoutNamespace := func(raw []byte) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m["metadata"].(map[string]any), "namespace")
+		out, _ := json.Marshal(m)
+		return out
+	}
+
+	for _, tc := range []struct {
+		name    string
+		req     func() (cradmission.Request, []byte) // the request and the object to patch
+		outcome Outcome
+		allowed bool
+		code    int32
+		patched bool
+		message string // substring of Result.Message
+		warning string // substring of one warning
+		check   func(t *testing.T, pod *corev1.Pod)
+	}{{
+		name:    "sandbox pod at CREATE is mutated",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", podJSON(t, "basic")) },
+		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
+		message: "mutated by sandbox-seed",
+		check: func(t *testing.T, pod *corev1.Pod) {
+			v := volume(pod, "uv-cache")
+			if v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory ||
+				v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse("1Gi")) != 0 {
+				t.Errorf("uv-cache volume = %+v", v)
+			}
+			if got := env(pod.Spec.Containers[0], "UV_LINK_MODE"); got != "copy" {
+				t.Errorf("UV_LINK_MODE = %q", got)
+			}
+			if pod.Spec.Resources == nil || pod.Spec.Resources.Limits.Memory().Cmp(resource.MustParse("8Gi")) != 0 {
+				t.Errorf("pod-level resources = %+v", pod.Spec.Resources)
+			}
+			if pod.Namespace != "sandboxes" {
+				t.Errorf("namespace = %q", pod.Namespace)
+			}
+		},
+	}, {
+		name:    "a dry run is answered like any request",
+		req:     func() (cradmission.Request, []byte) { r, raw := create("sandboxes", podJSON(t, "basic")); r.DryRun = ptr.To(true); return r, raw },
+		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
+	}, {
+		name: "a pod without metadata.namespace gets no namespace from the patch",
+		req: func() (cradmission.Request, []byte) {
+			return create("sandboxes", withoutNamespace(podJSON(t, "basic")))
+		},
+		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
+		check: func(t *testing.T, pod *corev1.Pod) {
+			if pod.Namespace != "" {
+				t.Errorf("the patch set the namespace to %q", pod.Namespace)
+			}
+			if volume(pod, "uv-cache") == nil {
+				t.Error("no uv-cache volume")
+			}
+		},
+	}, {
+		name:    "generateName pods are mutated",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", podJSON(t, "generate-name")) },
+		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
+	}, {
+		name:    "a pod no policy selects is allowed unchanged",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", podJSON(t, "not-sandbox")) },
+		outcome: OutcomeUnchanged, allowed: true, code: 200,
+		message: "no enforced policy matches the pod",
+	}, {
+		name: "an already mutated pod is allowed unchanged",
+		req: func() (cradmission.Request, []byte) {
+			f := newFixture(t, set, opts)
+			r, raw := create("sandboxes", podJSON(t, "basic"))
+			return create("sandboxes", applyPatch(t, raw, f.admit(r).AdmissionResponse))
+		},
+		outcome: OutcomeUnchanged, allowed: true, code: 200,
+		message: "already has everything",
+	}, {
+		name:    "a pod that sets UV_LINK_MODE itself gets a warning",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", podJSON(t, "uv-link-mode-set")) },
+		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
+		warning: "UV_LINK_MODE",
+		check: func(t *testing.T, pod *corev1.Pod) {
+			if got := env(pod.Spec.Containers[0], "UV_LINK_MODE"); got != "hardlink" {
+				t.Errorf("UV_LINK_MODE = %q, want the pod's own value", got)
+			}
+		},
+	}, {
+		name:    "UPDATE is not mutated",
+		req:     func() (cradmission.Request, []byte) { return op(admissionv1.Update, "sandboxes", podJSON(t, "basic")) },
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "only at CREATE, not UPDATE",
+	}, {
+		name:    "DELETE is not mutated",
+		req:     func() (cradmission.Request, []byte) { return op(admissionv1.Delete, "sandboxes", nil) },
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "only at CREATE, not DELETE",
+	}, {
+		name: "a subresource is not mutated",
+		req: func() (cradmission.Request, []byte) {
+			r, raw := op(admissionv1.Update, "sandboxes", podJSON(t, "basic"))
+			r.SubResource = "ephemeralcontainers"
+			return r, raw
+		},
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "pods/ephemeralcontainers subresource",
+	}, {
+		name: "other kinds are not mutated",
+		req: func() (cradmission.Request, []byte) {
+			r, raw := create("sandboxes", []byte(`{"apiVersion":"apps/v1","kind":"Deployment"}`))
+			r.Kind = metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+			return r, raw
+		},
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "only Pods, not apps/v1 Deployment",
+	}, {
+		name:    "kube-system is never mutated",
+		req:     func() (cradmission.Request, []byte) { return create("kube-system", podJSON(t, "basic")) },
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "kube-system",
+	}, {
+		name:    "an excluded namespace is not mutated",
+		req:     func() (cradmission.Request, []byte) { return create("own", podJSON(t, "basic")) },
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "namespace own is excluded",
+	}, {
+		name:    "Windows pods are not mutated",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", podJSON(t, "windows")) },
+		outcome: OutcomeSkipped, allowed: true, code: 200,
+		message: "Windows",
+	}, {
+		name:    "a namespace missing from the cache is an error",
+		req:     func() (cradmission.Request, []byte) { return create("brand-new", podJSON(t, "basic")) },
+		outcome: OutcomeError, allowed: false, code: http.StatusServiceUnavailable,
+		message: `namespace "brand-new" is not in the webhook's namespace cache`,
+	}, {
+		name: "a request without uid is an error",
+		req: func() (cradmission.Request, []byte) {
+			r, raw := create("sandboxes", podJSON(t, "basic"))
+			r.UID = ""
+			return r, raw
+		},
+		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
+		message: "no uid",
+	}, {
+		name:    "a CREATE without object is an error",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", nil) },
+		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
+		message: "carries no object",
+	}, {
+		name:    "an object that is not a Pod is an error",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)) },
+		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
+		message: "decoding the pod",
+	}, {
+		name:    "an object of the wrong version is an error",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v2","kind":"Pod"}`)) },
+		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
+		message: "decoding the pod",
+	}, {
+		name:    "malformed object JSON is an error",
+		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Pod","spec":{"containers":"x"}}`)) },
+		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
+		message: "decoding the pod",
+	}, {
+		name: "an empty pod object is allowed unchanged",
+		req:  func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{}`)) },
+		// The deserializer takes apiVersion and kind from the typed
+		// target; a pod with no labels matches no policy.
+		outcome: OutcomeUnchanged, allowed: true, code: 200,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, set, opts)
+			req, raw := tc.req()
+			resp := f.admit(req)
+			if resp.UID != req.UID {
+				t.Errorf("uid = %q, want %q", resp.UID, req.UID)
+			}
+			if resp.Allowed != tc.allowed || resp.Result == nil || resp.Result.Code != tc.code {
+				t.Fatalf("allowed=%v result=%+v, want allowed=%v code=%d", resp.Allowed, resp.Result, tc.allowed, tc.code)
+			}
+			if !strings.Contains(resp.Result.Message, tc.message) {
+				t.Errorf("message = %q, want it to contain %q", resp.Result.Message, tc.message)
+			}
+			if got := len(resp.Patch) > 0; got != tc.patched {
+				t.Fatalf("patched = %v, want %v (patch %s)", got, tc.patched, resp.Patch)
+			}
+			if tc.warning != "" && !containsSubstring(resp.Warnings, tc.warning) {
+				t.Errorf("warnings = %q, want one containing %q", resp.Warnings, tc.warning)
+			}
+			if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(tc.outcome))); got != 1 {
+				t.Errorf("sandbox_webhook_admission_requests_total{outcome=%q} = %v, want 1", tc.outcome, got)
+			}
+			if tc.check != nil {
+				tc.check(t, decodePod(t, applyPatch(t, raw, resp.AdmissionResponse)))
+			}
+		})
+	}
+}
+
+func TestDryRunGetsTheSamePatch(t *testing.T) {
+	f := newFixture(t, memoryPolicies(t), mutate.Options{})
+	req, _ := create("sandboxes", podJSON(t, "basic"))
+	plain := f.admit(req)
+	req.DryRun = ptr.To(true)
+	dry := f.admit(req)
+	if string(plain.Patch) != string(dry.Patch) || len(plain.Patch) == 0 {
+		t.Errorf("dry-run patch differs:\n%s\n%s", plain.Patch, dry.Patch)
+	}
+}
+
+func TestNoConfigYet(t *testing.T) {
+	f := newFixture(t, nil, mutate.Options{})
+	req, _ := create("sandboxes", podJSON(t, "basic"))
+	resp := f.admit(req)
+	if resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable || !strings.Contains(resp.Result.Message, "no policies are loaded") {
+		t.Errorf("response = %+v", resp.Result)
+	}
+}
+
+func TestPanicIsAnErroredResponse(t *testing.T) {
+	f := newFixture(t, memoryPolicies(t), mutate.Options{})
+	f.handler.namespaces = func(context.Context, string) (mutate.Namespace, bool) {
+		var m map[string]string
+		m["boom"] = "x" // assignment to a nil map
+		return mutate.Namespace{}, false
+	}
+	req, _ := create("sandboxes", podJSON(t, "basic"))
+	resp := f.admit(req)
+	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError {
+		t.Fatalf("response = %+v", resp.Result)
+	}
+	if !strings.Contains(resp.Result.Message, "internal error") || !strings.Contains(resp.Result.Message, "nil map") {
+		t.Errorf("message = %q", resp.Result.Message)
+	}
+	if resp.UID != req.UID {
+		t.Errorf("uid = %q", resp.UID)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeError))); got != 1 {
+		t.Errorf("error count = %v", got)
+	}
+}
+
+func TestShadowPoliciesOnlyCount(t *testing.T) {
+	set := parseSet(t, `
+apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata:
+  name: trial
+spec:
+  enforcement: shadow
+  match:
+    podSelector:
+      matchLabels:
+        app: sandbox
+  caches:
+    - name: uv-cache
+      mountPath: /root/.cache/uv
+      sizeLimit: 1Gi
+  env:
+    - name: UV_LINK_MODE
+      value: copy
+`)
+	f := newFixture(t, set, mutate.Options{})
+	req, _ := create("sandboxes", podJSON(t, "basic"))
+	resp := f.admit(req)
+	if !resp.Allowed || len(resp.Patch) != 0 {
+		t.Fatalf("a shadow policy patched: %s", resp.Patch)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.hits.WithLabelValues("trial", "memory", "shadow")); got != 1 {
+		t.Errorf("shadow hits = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.shadow.WithLabelValues("trial", "apply")); got < 2 {
+		t.Errorf("shadow decisions = %v, want at least 2 (cache and env)", got)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeUnchanged))); got != 1 {
+		t.Errorf("unchanged = %v, want 1", got)
+	}
+}
+
+func TestPolicyHitsByMode(t *testing.T) {
+	f := newFixture(t, memoryPolicies(t), mutate.Options{LeakMitigation: mutate.LeakMitigationOn})
+	req, raw := create("sandboxes", podJSON(t, "basic"))
+	resp := f.admit(req)
+	if got := testutil.ToFloat64(f.handler.metrics.hits.WithLabelValues("sandbox-seed", "disk", "enforce")); got != 1 {
+		t.Errorf("hits{mode=disk} = %v, want 1", got)
+	}
+	pod := decodePod(t, applyPatch(t, raw, resp.AdmissionResponse))
+	if v := volume(pod, "uv-cache"); v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != "" {
+		t.Errorf("leak mitigation on: uv-cache = %+v, want a disk emptyDir", v)
+	}
+}
+
+// TestSnapshotIsNeverMixed swaps the whole Config between two versions that
+// differ in the policy set and in the options while admissions run, and
+// checks that every answer is entirely one version.
+func TestSnapshotIsNeverMixed(t *testing.T) {
+	policyYAML := func(marker, size string) string {
+		return fmt.Sprintf(`
+apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata:
+  name: seed
+spec:
+  mode: memory
+  match:
+    podSelector:
+      matchLabels:
+        app: sandbox
+  caches:
+    - name: uv-cache
+      mountPath: /root/.cache/uv
+      sizeLimit: %s
+  env:
+    - name: MARKER
+      value: %s
+`, size, marker)
+	}
+	a := &Config{Policies: parseSet(t, policyYAML("a", "1Gi")), Options: mutate.Options{LeakMitigation: mutate.LeakMitigationOff}}
+	b := &Config{Policies: parseSet(t, policyYAML("b", "2Gi")), Options: mutate.Options{LeakMitigation: mutate.LeakMitigationOn}}
+	f := newFixture(t, nil, mutate.Options{})
+	f.config.Store(a)
+
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				swapped <- n
+				return
+			default:
+			}
+			if n%2 == 0 {
+				f.config.Store(b)
+			} else {
+				f.config.Store(a)
+			}
+			n++
+		}
+	}()
+	const workers, perWorker = 8, 200
+	seen := make(chan string, workers*perWorker)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for range perWorker {
+				req, raw := create("sandboxes", podJSON(t, "basic"))
+				resp := f.admit(req)
+				p, err := applyPatchErr(raw, resp.AdmissionResponse)
+				if err != nil {
+					errs <- err
+					return
+				}
+				pod := &corev1.Pod{}
+				if err := json.Unmarshal(p, pod); err != nil {
+					errs <- err
+					return
+				}
+				v := volume(pod, "uv-cache")
+				if v == nil || v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+					errs <- fmt.Errorf("no uv-cache emptyDir in %s", p)
+					return
+				}
+				marker := env(pod.Spec.Containers[0], "MARKER")
+				size, medium := v.EmptyDir.SizeLimit.String(), v.EmptyDir.Medium
+				switch {
+				case marker == "a" && size == "1Gi" && medium == corev1.StorageMediumMemory:
+				case marker == "b" && size == "2Gi" && medium == "":
+				default:
+					errs <- fmt.Errorf("mixed answer: MARKER=%s sizeLimit=%s medium=%q", marker, size, medium)
+					return
+				}
+				seen <- marker
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	if n := <-swapped; n < 2 {
+		t.Errorf("only %d swaps happened", n)
+	}
+	close(seen)
+	count := map[string]int{}
+	for m := range seen {
+		count[m]++
+	}
+	t.Logf("answers: %v", count)
+}
+
+func TestSanitizeWarnings(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	got := sanitizeWarnings([]string{"a\nb\tc", "a\nb\tc", "bad \xff utf8", long, ""})
+	want := []string{"a b c", "bad \uFFFD utf8", strings.Repeat("é", 255) + "…"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	var many []string
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("warning %03d %s", i, strings.Repeat("x", 100)))
+	}
+	got = sanitizeWarnings(many)
+	total := 0
+	for _, w := range got {
+		total += len([]rune(w))
+	}
+	if total > maxTotalWarningRunes {
+		t.Errorf("%d runes of warnings, the API server truncates above %d", total, maxTotalWarningRunes)
+	}
+	if last := got[len(got)-1]; !strings.Contains(last, "more warnings not shown") {
+		t.Errorf("last warning = %q", last)
+	}
+	if sanitizeWarnings(nil) != nil {
+		t.Error("no warnings should stay nil")
+	}
+}
+
+func create(ns string, raw []byte) (cradmission.Request, []byte) { return op(admissionv1.Create, ns, raw) }
+
+func op(o admissionv1.Operation, ns string, raw []byte) (cradmission.Request, []byte) {
+	return newRequest(o, ns, raw), raw
+}
+
+func volume(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func env(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func containsSubstring(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package admission
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// Outcome classifies an admission request for metrics and logs.
+type Outcome string
+
+const (
+	// OutcomeMutated: the response carries a patch.
+	OutcomeMutated Outcome = "mutated"
+	// OutcomeUnchanged: the policies ran and had nothing to change.
+	OutcomeUnchanged Outcome = "unchanged"
+	// OutcomeSkipped: not a pod CREATE, or the core skipped the whole pod
+	// (excluded namespace, Windows pod).
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeError: the request was answered with an error.
+	OutcomeError Outcome = "error"
+)
+
+// Metrics are the admission metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	hits     *prometheus.CounterVec
+	shadow   *prometheus.CounterVec
+}
+
+// NewMetrics creates the admission metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_admission_requests_total",
+			Help: "Admission requests by outcome: mutated, unchanged, skipped (not a pod CREATE, or the pod is excluded) or error.",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sandbox_webhook_admission_duration_seconds",
+			Help:    "Time to answer an admission request, by outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"outcome"}),
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_policy_hits_total",
+			Help: "Pods a policy matched, by policy, effective mode (memory or disk) and enforcement (enforce or shadow).",
+		}, []string{"policy", "mode", "enforcement"}),
+		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_shadow_decisions_total",
+			Help: "Items shadow policies would have injected (decision=apply) or skipped (decision=skip); nothing is patched.",
+		}, []string{"policy", "decision"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow)
+	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeError} {
+		m.requests.WithLabelValues(string(o))
+	}
+	return m
+}
+
+// ObserveRequest counts one answered request and its latency. The server
+// also calls it for requests it rejects before the handler (body too large).
+func (m *Metrics) ObserveRequest(o Outcome, d time.Duration) {
+	m.requests.WithLabelValues(string(o)).Inc()
+	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeResult(res mutate.Result) {
+	for _, p := range res.Policies {
+		if p.Matched {
+			m.hits.WithLabelValues(p.Policy, string(p.Mode), string(p.Enforcement)).Inc()
+		}
+	}
+	for _, d := range res.Applied {
+		if d.Shadow {
+			m.shadow.WithLabelValues(d.Policy, "apply").Inc()
+		}
+	}
+	for _, d := range res.Skipped {
+		if d.Shadow {
+			m.shadow.WithLabelValues(d.Policy, "skip").Inc()
+		}
+	}
+}
