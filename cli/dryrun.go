@@ -334,8 +334,8 @@ func writeDiffs(w io.Writer, docs []map[string]any, pods []*dryRunPod) error {
 			return err
 		}
 		diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A:        difflib.SplitLines(string(p.before)),
-			B:        difflib.SplitLines(string(after)),
+			A:        lines(p.before),
+			B:        lines(after),
 			FromFile: "a/" + p.name,
 			ToFile:   "b/" + p.name,
 			Context:  3,
@@ -348,6 +348,15 @@ func writeDiffs(w io.Writer, docs []map[string]any, pods []*dryRunPod) error {
 		}
 	}
 	return nil
+}
+
+// lines splits text into lines that keep their "\n".
+func lines(b []byte) []string {
+	out := strings.SplitAfter(string(b), "\n")
+	if out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
 }
 
 // afterYAML re-derives the mutated object's YAML from its before-YAML and
