@@ -1,8 +1,17 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
 
-// extraCommands are the commands other packages provide.
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/server"
+)
+
+// extraCommands are the commands other packages provide: the admission
+// server, with the certificate modes plugged in, and the certificate tools.
 func extraCommands() []*cobra.Command {
-	return nil
+	return []*cobra.Command{
+		server.NewCommand(certs.NewServeExtension()),
+		certs.NewCommand(),
+	}
 }
