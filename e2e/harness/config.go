@@ -1,0 +1,195 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// ChartDir is the chart's directory relative to the repository root.
+const ChartDir = "charts/sandbox-webhook"
+
+// KubeVersion is the Kubernetes version the chart is rendered for: the one
+// e2e/tools pins for the control plane.
+const KubeVersion = "v1.36.3"
+
+// ConfigOptions are the chart values that point a MutatingWebhookConfiguration
+// at a webhook process running outside the cluster.
+type ConfigOptions struct {
+	// Release is the Helm release name; the configuration is named after it.
+	Release string
+	// Namespace is the release namespace (the webhook's own, excluded).
+	Namespace string
+	// URL is webhook.url.
+	URL string
+	// CABundle is the PEM CA for webhook.caBundle.
+	CABundle []byte
+	// NamespaceSelector is webhook.namespaceSelector; nil keeps the default.
+	NamespaceSelector *metav1.LabelSelector
+	// ObjectSelector is webhook.objectSelector; nil keeps the default
+	// (app=sandbox), an empty selector sends every pod.
+	ObjectSelector *metav1.LabelSelector
+	// Values are further chart values, merged last.
+	Values map[string]any
+}
+
+// RenderWebhookConfiguration renders the chart at root/ChartDir with the Helm
+// SDK, as `helm template` would, and returns its MutatingWebhookConfiguration.
+// The chart's certificates are not used: the process has its own
+// (certificates.mode=existingSecret with the given caBundle).
+func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	chrt, err := loader.Load(filepath.Join(root, ChartDir))
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart: %w", err)
+	}
+	webhook := map[string]any{
+		"url":      o.URL,
+		"caBundle": base64.StdEncoding.EncodeToString(o.CABundle),
+	}
+	if o.NamespaceSelector != nil {
+		m, err := selectorValue(o.NamespaceSelector)
+		if err != nil {
+			return nil, err
+		}
+		webhook["namespaceSelector"] = m
+	}
+	if o.ObjectSelector != nil {
+		m, err := selectorValue(o.ObjectSelector)
+		if err != nil {
+			return nil, err
+		}
+		webhook["objectSelector"] = m
+	}
+	vals := map[string]any{
+		"webhook": webhook,
+		"certificates": map[string]any{
+			"mode":           "existingSecret",
+			"existingSecret": map[string]any{"secretName": o.Release + "-local-tls"},
+		},
+	}
+	vals = mergeValues(vals, o.Values)
+
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.Replace = true
+	install.ReleaseName = o.Release
+	install.Namespace = o.Namespace
+	kv, err := common.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	install.KubeVersion = kv
+	rel, err := install.RunWithContext(ctx, chrt, vals)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart: %w", err)
+	}
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		return nil, fmt.Errorf("rendering the chart: unexpected release type %T", rel)
+	}
+	var found []*admissionregistrationv1.MutatingWebhookConfiguration
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.Manifest), 4096)
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding the rendered chart: %w", err)
+		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw, &tm); err != nil {
+			return nil, err
+		}
+		if tm.Kind != "MutatingWebhookConfiguration" {
+			continue
+		}
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := strictUnmarshal(raw, &mwc); err != nil {
+			return nil, fmt.Errorf("decoding the chart's MutatingWebhookConfiguration: %w", err)
+		}
+		found = append(found, &mwc)
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("the chart rendered %d MutatingWebhookConfigurations, want 1", len(found))
+	}
+	return found[0], nil
+}
+
+// InstallWebhookConfiguration creates mwc, or replaces the one of that name.
+func InstallWebhookConfiguration(ctx context.Context, cs kubernetes.Interface, mwc *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	api := cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err := api.Create(ctx, mwc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := api.Get(ctx, mwc.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		mwc = mwc.DeepCopy()
+		mwc.ResourceVersion = cur.ResourceVersion
+		_, err = api.Update(ctx, mwc, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("installing MutatingWebhookConfiguration %s: %w", mwc.Name, err)
+	}
+	return nil
+}
+
+func selectorValue(s *metav1.LabelSelector) (map[string]any, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	// Helm merges maps into the chart's defaults; a null deletes a default
+	// key, so an empty selector really selects everything.
+	for _, k := range []string{"matchLabels", "matchExpressions"} {
+		if _, ok := m[k]; !ok {
+			m[k] = nil
+		}
+	}
+	return m, nil
+}
+
+// mergeValues merges src into dst, maps recursively.
+func mergeValues(dst, src map[string]any) map[string]any {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeValues(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+func strictUnmarshal(raw []byte, v any) error {
+	j, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

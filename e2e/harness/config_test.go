@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"slices"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The e2e suite and the demo install the chart's own configuration with
+// webhook.url; check that the values they pass land where they must.
+func TestRenderWebhookConfiguration(t *testing.T) {
+	root, err := RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+	base := ConfigOptions{
+		Release:           "local",
+		Namespace:         "local-system",
+		URL:               "https://127.0.0.1:9443/mutate-v1-pod",
+		CABundle:          ca,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "rl"}},
+	}
+
+	t.Run("url mode", func(t *testing.T) {
+		mwc, err := RenderWebhookConfiguration(t.Context(), root, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mwc.Webhooks) != 1 {
+			t.Fatalf("%d webhooks, want 1", len(mwc.Webhooks))
+		}
+		w := mwc.Webhooks[0]
+		if w.ClientConfig.URL == nil || *w.ClientConfig.URL != base.URL || w.ClientConfig.Service != nil {
+			t.Errorf("clientConfig %+v, want url %s and no service", w.ClientConfig, base.URL)
+		}
+		if string(w.ClientConfig.CABundle) != string(ca) {
+			t.Errorf("caBundle %q, want %q", w.ClientConfig.CABundle, ca)
+		}
+		if w.NamespaceSelector.MatchLabels["team"] != "rl" {
+			t.Errorf("namespaceSelector %v lost matchLabels team=rl", w.NamespaceSelector)
+		}
+		excluded := false
+		for _, e := range w.NamespaceSelector.MatchExpressions {
+			if e.Key == "kubernetes.io/metadata.name" && e.Operator == metav1.LabelSelectorOpNotIn &&
+				slices.Contains(e.Values, "kube-system") && slices.Contains(e.Values, base.Namespace) {
+				excluded = true
+			}
+		}
+		if !excluded {
+			t.Errorf("namespaceSelector %v does not exclude kube-system and %s", w.NamespaceSelector, base.Namespace)
+		}
+		if w.ObjectSelector == nil || w.ObjectSelector.MatchLabels["app"] != "sandbox" {
+			t.Errorf("objectSelector %v, want the default app=sandbox", w.ObjectSelector)
+		}
+		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+			t.Errorf("reinvocationPolicy %v, want IfNeeded", w.ReinvocationPolicy)
+		}
+		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("failurePolicy %v, want Fail", w.FailurePolicy)
+		}
+		if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) {
+			t.Errorf("rules %+v, want pods CREATE only", w.Rules)
+		}
+	})
+
+	t.Run("empty objectSelector sends every pod", func(t *testing.T) {
+		o := base
+		o.ObjectSelector = &metav1.LabelSelector{}
+		mwc, err := RenderWebhookConfiguration(t.Context(), root, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := mwc.Webhooks[0].ObjectSelector; s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0) {
+			t.Errorf("objectSelector %v, want empty", s)
+		}
+	})
+}

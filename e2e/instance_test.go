@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+const (
+	// instanceLabel scopes a webhook configuration to its test's namespaces:
+	// every instance's namespaceSelector requires instanceLabel=<its name>,
+	// so tests never see each other's webhooks.
+	instanceLabel = "e2e.sandbox-webhook.io/instance"
+	// enforceLabel is the Pod Security admission level of a namespace.
+	enforceLabel = "pod-security.kubernetes.io/enforce"
+	// leakMitigationKey is the key of the chart's config ConfigMap read
+	// through --leak-mitigation-file.
+	leakMitigationKey = "leak-mitigation"
+)
+
+type instanceOptions struct {
+	// policies are the policy files (name → content) of the mounted
+	// policies directory; default: examples/policies/memory.
+	policies map[string][]byte
+	// leakMitigation is the content of the leak-mitigation file; default
+	// "policy".
+	leakMitigation string
+	// namespaces are created, or relabelled, before the webhook starts so
+	// that its namespace cache holds them from the start. Each also gets the
+	// instance label.
+	namespaces []*corev1.Namespace
+	// objectSelector overrides the chart's webhook.objectSelector.
+	objectSelector *metav1.LabelSelector
+	// values are further chart values.
+	values map[string]any
+}
+
+// instance is one sandbox-webhook process with its certificates, its
+// ConfigMap-style policy and config directories, and the chart's
+// MutatingWebhookConfiguration pointing the apiserver at it.
+type instance struct {
+	name string
+	// ownNamespace is the webhook's release namespace (excluded).
+	ownNamespace string
+	// probeNamespace is a baseline namespace of the instance for probes.
+	probeNamespace string
+	webhook        *harness.Webhook
+	certs          *harness.Certs
+	policies       *harness.Volume
+	config         *harness.Volume
+	mwc            *admissionregistrationv1.MutatingWebhookConfiguration
+	logPath        string
+}
+
+// newInstance starts a webhook named name and waits until the apiserver
+// sends it the pods of the instance's namespaces. Everything is torn down
+// when the test ends: the configuration is deleted, then the process is
+// stopped with SIGTERM, and a stop that is not clean fails the test.
+func newInstance(t *testing.T, name string, o instanceOptions) *instance {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	in := &instance{name: name, ownNamespace: name + "-system", probeNamespace: name + "-probe"}
+
+	ensureNamespace(t, in.ownNamespace, map[string]string{instanceLabel: name})
+	ensureNamespace(t, in.probeNamespace, map[string]string{instanceLabel: name, enforceLabel: "baseline"})
+	for _, ns := range o.namespaces {
+		labels := maps.Clone(ns.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[instanceLabel] = name
+		ensureNamespace(t, ns.Name, labels)
+	}
+
+	var err error
+	if o.policies == nil {
+		if o.policies, err = harness.ReadDir(filepath.Join(suite.root, "examples/policies/memory")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in.policies, err = harness.NewVolume(filepath.Join(dir, "policies"), o.policies); err != nil {
+		t.Fatal(err)
+	}
+	if o.leakMitigation == "" {
+		o.leakMitigation = "policy"
+	}
+	if in.config, err = harness.NewVolume(filepath.Join(dir, "config"), map[string][]byte{leakMitigationKey: []byte(o.leakMitigation)}); err != nil {
+		t.Fatal(err)
+	}
+	if in.certs, err = harness.NewCerts(ctx, suite.binary, filepath.Join(dir, "tls"), "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+
+	in.logPath = filepath.Join(dir, "webhook.log")
+	logFile, err := os.Create(in.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		logFile.Close()
+		if t.Failed() {
+			dumpLog(t, in.logPath)
+		}
+	})
+	in.webhook, err = harness.StartWebhook(ctx, harness.WebhookOptions{
+		Binary:             suite.binary,
+		Kubeconfig:         suite.kubeconfig,
+		CertDir:            in.certs.Dir(),
+		Policies:           []string{in.policies.Dir},
+		LeakMitigationFile: filepath.Join(in.config.Dir, leakMitigationKey),
+		ExcludeNamespaces:  []string{in.ownNamespace},
+		Log:                logFile,
+	})
+	if err != nil {
+		dumpLog(t, in.logPath)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := in.webhook.Stop(); err != nil {
+			t.Errorf("stopping the webhook: %v", err)
+		}
+	})
+
+	in.mwc, err = harness.RenderWebhookConfiguration(ctx, suite.root, harness.ConfigOptions{
+		Release:           name,
+		Namespace:         in.ownNamespace,
+		URL:               in.webhook.URL(),
+		CABundle:          in.certs.Current().CA,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: name}},
+		ObjectSelector:    o.objectSelector,
+		Values:            o.values,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.install(t, in.mwc)
+	t.Cleanup(func() {
+		err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), in.mwc.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the webhook configuration: %v", err)
+		}
+	})
+	if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(in.probeNamespace, "probe"), true); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// install creates or replaces the instance's webhook configuration.
+func (in *instance) install(t *testing.T, mwc *admissionregistrationv1.MutatingWebhookConfiguration) {
+	t.Helper()
+	if err := harness.InstallWebhookConfiguration(t.Context(), suite.cs, mwc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ensureNamespace creates the namespace with labels, or adds labels to it.
+func ensureNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ctx := t.Context()
+	api := suite.cs.CoreV1().Namespaces()
+	_, err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var ns *corev1.Namespace
+		if ns, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			if ns.Labels == nil {
+				ns.Labels = map[string]string{}
+			}
+			maps.Copy(ns.Labels, labels)
+			_, err = api.Update(ctx, ns, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		t.Fatalf("namespace %s: %v", name, err)
+	}
+}
+
+// dumpLog logs the webhook's last lines (JSON logs: decisions and errors,
+// never pod contents).
+func dumpLog(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("webhook log: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("webhook log (%s), last %d lines:\n%s", path, len(lines), strings.Join(lines, "\n"))
+}
+
+// sandboxPod is the smallest sandbox pod: the app=sandbox label and one
+// container without resources.
+func sandboxPod(ns, name string) *corev1.Pod {
+	pod := plainPod(ns, name)
+	pod.Labels = map[string]string{"app": "sandbox"}
+	return pod
+}
+
+// plainPod is a pod that is not a sandbox.
+func plainPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:    "main",
+				Image:   "python:3.12-slim",
+				Command: []string{"sleep", "infinity"},
+			}},
+		},
+	}
+}
+
+// createPod creates pod and returns it as stored.
+func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	got, err := suite.cs.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s/%s: %v", pod.Namespace, podName(pod), err)
+	}
+	return got
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod.Name == "" {
+		return pod.GenerateName + "*"
+	}
+	return pod.Name
+}
+
+// fmtPod names a pod for messages.
+func fmtPod(pod *corev1.Pod) string { return fmt.Sprintf("%s/%s", pod.Namespace, podName(pod)) }
+
+// waitFor polls cond until it holds, and fails the test when it has not
+// within a minute; cond returns what it saw for the failure message. It is
+// for state that changes asynchronously (configuration and file reloads),
+// never for asserting how fast anything is.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: gave up after a minute; last: %s", what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

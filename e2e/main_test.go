@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// suite is what TestMain sets up once for every test: one control plane and
+// one build of the webhook binary. Each test starts its own webhook process
+// and configuration (see newInstance), scoped to its own namespaces.
+var suite struct {
+	root       string // repository root
+	binary     string // the sandbox-webhook binary under test
+	kubeconfig string // admin kubeconfig for the webhook processes
+	cp         *harness.ControlPlane
+	cs         *kubernetes.Clientset
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// run sets the suite up, runs the tests and tears everything down. The
+// control plane is not optional: missing binaries fail the suite.
+func run(m *testing.M) (code int, err error) {
+	root, err := harness.RepoRoot(".")
+	if err != nil {
+		return 1, err
+	}
+	assets := filepath.Join(root, "bin")
+	if err := harness.CheckAssets(assets); err != nil {
+		return 1, err
+	}
+	tmp, err := os.MkdirTemp("", "sandbox-webhook-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(tmp)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+
+	// The build and the control plane's start both take seconds; overlap them.
+	var wg sync.WaitGroup
+	var buildErr error
+	wg.Go(func() { suite.binary, buildErr = harness.BuildWebhook(ctx, root, tmp) })
+	cpLog, err := os.Create(filepath.Join(tmp, "controlplane.log"))
+	if err != nil {
+		return 1, err
+	}
+	defer cpLog.Close()
+	cp, cpErr := harness.StartControlPlane(assets, cpLog)
+	wg.Wait()
+	if cpErr != nil {
+		return 1, errors.Join(cpErr, buildErr)
+	}
+	defer func() {
+		if serr := cp.Stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", serr))
+		}
+	}()
+	if buildErr != nil {
+		return 1, buildErr
+	}
+	suite.root, suite.cp = root, cp
+	suite.kubeconfig = filepath.Join(tmp, "kubeconfig")
+	if err := cp.WriteKubeConfig(suite.kubeconfig); err != nil {
+		return 1, err
+	}
+	if suite.cs, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return 1, err
+	}
+	fmt.Printf("e2e: control plane and sandbox-webhook ready in %s\n", time.Since(start).Round(time.Millisecond))
+	return m.Run(), nil
+}

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// warnings collects the Warning headers the apiserver returns, as kubectl
+// prints them.
+type warnings struct {
+	mu   sync.Mutex
+	text []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.text = append(w.text, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.text
+	w.text = nil
+	return t
+}
+
+// Case 5: Pod Security admission runs after the webhook. In a namespace
+// enforcing baseline (no hostPath volumes) the seed policy's asset comes
+// from its image source and the pod is admitted; an asset without an image
+// source is still injected as a hostPath, and the pod is rejected with our
+// warning telling the client why. A privileged namespace gets the hostPath.
+func TestPodSecurity(t *testing.T) {
+	policies, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := harness.ReadDir(filepath.Join(suite.root, "e2e/testdata/policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies["hostpath-only.yaml"] = extra["hostpath-only.yaml"]
+	newInstance(t, "podsecurity", instanceOptions{
+		policies: policies,
+		namespaces: []*corev1.Namespace{
+			{ObjectMeta: metav1.ObjectMeta{Name: "podsecurity-baseline", Labels: map[string]string{enforceLabel: "baseline"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "podsecurity-privileged", Labels: map[string]string{enforceLabel: "privileged"}}},
+		},
+	})
+
+	var warned warnings
+	cfg := *suite.cp.Config
+	cfg.WarningHandler = &warned
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("baseline: the asset comes from its image", func(t *testing.T) {
+		got, err := cs.CoreV1().Pods("podsecurity-baseline").Create(t.Context(), sandboxPod("podsecurity-baseline", "image-asset"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the apiserver rejected the pod: %v", err)
+		}
+		if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+			t.Errorf("stored pod:%s", joinProblems(p))
+		}
+		v := volumeAt(got, got.Spec.Containers[0], assetMountPath)
+		if v == nil || v.Image == nil || v.HostPath != nil {
+			t.Errorf("asset volume %+v, want an image volume and no hostPath", v)
+		}
+		warned.take()
+	})
+
+	t.Run("baseline: a hostPath-only asset is rejected with our warning", func(t *testing.T) {
+		pod := sandboxPod("podsecurity-baseline", "hostpath-asset")
+		pod.Labels["assets"] = "hostpath-only"
+		_, err := cs.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
+		if err == nil {
+			t.Fatal("the apiserver admitted a pod with a hostPath volume in a baseline namespace")
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "baseline`) || !strings.Contains(err.Error(), "hostPath") {
+			t.Errorf("rejection %q, want Pod Security's baseline hostPath rejection", err)
+		}
+		w := warned.take()
+		found := false
+		for _, text := range w {
+			found = found || (strings.Contains(text, "hostPath") && strings.Contains(text, "baseline") && strings.Contains(text, "datasets"))
+		}
+		if !found {
+			t.Errorf("the client saw warnings %q; want one naming the datasets hostPath asset and the baseline level", w)
+		}
+	})
+
+	t.Run("privileged: the asset is the hostPath", func(t *testing.T) {
+		got, err := cs.CoreV1().Pods("podsecurity-privileged").Create(t.Context(), sandboxPod("podsecurity-privileged", "hostpath-asset"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the apiserver rejected the pod: %v", err)
+		}
+		if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+			t.Errorf("stored pod:%s", joinProblems(p))
+		}
+		v := volumeAt(got, got.Spec.Containers[0], assetMountPath)
+		if v == nil || v.HostPath == nil || v.Image != nil {
+			t.Errorf("asset volume %+v, want the hostPath", v)
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// lateContainer is what the second webhook adds.
+const lateContainer = "late-sidecar"
+
+// sidecarInjector is a tiny mutating webhook that adds a container to pods
+// that lack it, the way a service mesh or logging injector would. It records
+// whether ours had already run on each pod it saw.
+type sidecarInjector struct {
+	mu sync.Mutex
+	// sawMutated[i] is whether the i-th pod it was sent carried our
+	// status annotation.
+	sawMutated []bool
+}
+
+func (s *sidecarInjector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(review.Request.Object.Raw, &pod); err != nil {
+		http.Error(w, "bad pod", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.sawMutated = append(s.sawMutated, harness.Mutated(&pod))
+	s.mu.Unlock()
+
+	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	has := false
+	for _, c := range pod.Spec.Containers {
+		has = has || c.Name == lateContainer
+	}
+	if !has {
+		patch, _ := json.Marshal([]map[string]any{{
+			"op":   "add",
+			"path": "/spec/containers/-",
+			"value": corev1.Container{
+				Name:    lateContainer,
+				Image:   "busybox:1.37",
+				Command: []string{"sleep", "infinity"},
+			},
+		}})
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+	}
+	review.Response = resp
+	review.Request = nil
+	_ = json.NewEncoder(w).Encode(review)
+}
+
+// Case 4: a second webhook, called after ours, adds a container. With
+// reinvocationPolicy IfNeeded (the chart's) the apiserver calls ours again,
+// and the stored pod has the cache mount, the env and the asset in the new
+// container too, with nothing duplicated anywhere.
+func TestReinvocation(t *testing.T) {
+	in := newInstance(t, "reinvocation", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "reinvocation"}}},
+	})
+	if got := in.mwc.Webhooks[0].ReinvocationPolicy; got == nil || *got != admissionregistrationv1.IfNeededReinvocationPolicy {
+		t.Fatalf("the chart's webhook has reinvocationPolicy %v, want IfNeeded", got)
+	}
+
+	// The injector's own certificate, from the same generator.
+	certs, err := harness.NewCerts(t.Context(), suite.binary, filepath.Join(t.TempDir(), "tls"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(certs.Dir(), "tls.crt"), filepath.Join(certs.Dir(), "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	injector := &sidecarInjector{}
+	srv := httptest.NewUnstartedServer(injector)
+	srv.Listener.Close()
+	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	// Configurations are called in name order: "zz-…" comes after ours.
+	url := srv.URL + "/inject"
+	fail := admissionregistrationv1.Fail
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	none := admissionregistrationv1.SideEffectClassNone
+	second := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "zz-e2e-late-sidecar"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "late-sidecar.e2e.sandbox-webhook.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certs.Current().CA},
+			Rules:                   in.mwc.Webhooks[0].Rules,
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: in.name}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			ReinvocationPolicy:      &never,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if second.Name <= in.mwc.Name {
+		t.Fatalf("%s must sort after %s to be called after it", second.Name, in.mwc.Name)
+	}
+	in.install(t, second)
+	t.Cleanup(func() {
+		_ = suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), second.Name, metav1.DeleteOptions{})
+	})
+	// Wait until the apiserver calls the injector too.
+	waitFor(t, "the second webhook to add its container", func() (bool, string) {
+		got, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), sandboxPod(in.probeNamespace, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(got.Spec.Containers) == 2, "containers: " + containerNames(got)
+	})
+	injector.mu.Lock()
+	injector.sawMutated = nil
+	injector.mu.Unlock()
+
+	pod := sandboxPod("reinvocation", "sandbox")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox:1.37", Command: []string{"true"}}}
+	got := createPod(t, pod)
+
+	if names := containerNames(got); names != "init,main,"+lateContainer {
+		t.Fatalf("stored containers %s, want init,main,%s", names, lateContainer)
+	}
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("stored pod %s:%s", fmtPod(got), joinProblems(p))
+	}
+	injector.mu.Lock()
+	saw := injector.sawMutated
+	injector.mu.Unlock()
+	if len(saw) == 0 || !saw[0] {
+		t.Errorf("the second webhook saw %v (our status annotation present?); ours must run first for this to test reinvocation", saw)
+	}
+}
+
+func containerNames(pod *corev1.Pod) string {
+	var s string
+	for _, c := range allContainers(pod) {
+		if s != "" {
+			s += ","
+		}
+		s += c.Name
+	}
+	return s
+}

@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// uvMedium returns the medium of the uv cache in a dry-run create of a
+// sandbox pod in ns, the way the apiserver would store it right now.
+// It reports whether the medium is want, and what it saw.
+func uvMedium(t *testing.T, ns string, want corev1.StorageMedium) (bool, string) {
+	got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "mode-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return false, err.Error()
+	}
+	v := volumeAt(got, got.Spec.Containers[0], uvMountPath)
+	if v == nil || v.EmptyDir == nil {
+		return false, "no uv cache emptyDir"
+	}
+	return v.EmptyDir.Medium == want, fmt.Sprintf("medium %q", v.EmptyDir.Medium)
+}
+
+// Case 6: leak-mitigation flips without a restart by rewriting the mounted
+// config file (a ConfigMap update: a symlink swap); pods created afterwards
+// get disk-backed caches, and the pod's own memory-backed emptyDirs move to
+// disk too. An invalid policy file is rejected, counted, and the last good
+// set keeps serving.
+func TestModeSwitch(t *testing.T) {
+	const ns = "modeswitch"
+	in := newInstance(t, "modeswitch", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+
+	got := createPod(t, sandboxPod(ns, "before"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Fatalf("before the switch:%s", joinProblems(p))
+	}
+
+	if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("on\n")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
+		return uvMedium(t, ns, corev1.StorageMediumDefault)
+	})
+	pod := sandboxPod(ns, "after-on")
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}, {Name: "dshm", MountPath: "/dev/shm"}}
+	got = createPod(t, pod)
+	if p := seedProblems(got, corev1.StorageMediumDefault); len(p) > 0 {
+		t.Errorf("after leak-mitigation on:%s", joinProblems(p))
+	}
+	if v := volumeByName(got, "scratch"); v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumDefault {
+		t.Errorf("the pod's own memory emptyDir was not moved to disk: %+v", v)
+	}
+	if v := volumeByName(got, "dshm"); v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("/dev/shm, which the policy keeps on tmpfs, changed: %+v", v)
+	}
+
+	if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("policy\n")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leak-mitigation policy to reach the webhook", func() (bool, string) {
+		return uvMedium(t, ns, corev1.StorageMediumMemory)
+	})
+
+	// An invalid policy set: a misspelled field. The server must keep the
+	// last good set and say so in its metrics.
+	errorsBefore := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
+	if err := in.policies.Update(map[string][]byte{"sandbox-seed.yaml": []byte(`apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata:
+  name: sandbox-seed
+spec:
+  mode: disk
+  match:
+    podSelector:
+      matchLabels:
+        app: sandbox
+  cachez:
+    - name: uv-cache
+      mountPath: /root/.cache/uv
+`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the webhook to report the invalid policy", func() (bool, string) {
+		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
+		return n > errorsBefore, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+	})
+	got = createPod(t, sandboxPod(ns, "after-invalid"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("after an invalid policy update the last good set should serve:%s", joinProblems(p))
+	}
+	if code, body, err := in.webhook.Readyz(t.Context()); err != nil || code != 200 {
+		t.Errorf("/readyz after an invalid policy update: %d %q %v; the last good set is serving, so it should stay ready", code, body, err)
+	}
+
+	// A valid policy update switches the mode by itself: the disk example.
+	disk, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.policies.Update(disk); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disk-mode policy to reach the webhook", func() (bool, string) {
+		return uvMedium(t, ns, corev1.StorageMediumDefault)
+	})
+	got = createPod(t, sandboxPod(ns, "after-disk-policy"))
+	if p := seedProblems(got, corev1.StorageMediumDefault); len(p) > 0 {
+		t.Errorf("after the disk-mode policy:%s", joinProblems(p))
+	}
+}
