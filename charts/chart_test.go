@@ -1,11 +1,13 @@
 package charts
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,9 @@ import (
 )
 
 const fullname = "sandbox-webhook"
+
+// failPrefix is what Helm puts before a template's fail message.
+var failPrefix = regexp.MustCompile(`^execution error at \([^)]*\): `)
 
 func TestDefaultRenderGolden(t *testing.T) {
 	r := mustRender(t, "")
@@ -94,6 +99,7 @@ func TestDefaultObjects(t *testing.T) {
 		"--health-probe-bind-address=:8081",
 		"--log-level=info",
 		"--tls-min-version=1.3",
+		"--shutdown-delay=5s",
 		"--exclude-namespace=kube-system",
 		"--exclude-namespace=" + namespace,
 		"--cert-mode=cert-manager",
@@ -128,13 +134,13 @@ func TestDefaultObjects(t *testing.T) {
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
 	}
-	// The kubelet must not kill the server before the preStop delay and the drain of
-	// requests bounded by the webhook timeout are over.
-	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
-		t.Fatalf("no preStop sleep: %+v", c.Lifecycle)
+	if c.Lifecycle != nil {
+		t.Errorf("lifecycle = %+v; the server delays its own shutdown (--shutdown-delay)", c.Lifecycle)
 	}
-	if grace, need := *pod.Spec.TerminationGracePeriodSeconds, c.Lifecycle.PreStop.Sleep.Seconds+5; grace < need {
-		t.Errorf("terminationGracePeriodSeconds = %d < preStop %ds + webhook timeout 5s", grace, c.Lifecycle.PreStop.Sleep.Seconds)
+	// The kubelet must not kill the server before its shutdown delay and the drain of
+	// requests bounded by the webhook timeout are over.
+	if grace := *pod.Spec.TerminationGracePeriodSeconds; grace < 5+5+5 {
+		t.Errorf("terminationGracePeriodSeconds = %d < shutdown delay 5s + webhook timeout 5s + 5s", grace)
 	}
 
 	mounts := map[string]corev1.VolumeMount{}
@@ -278,22 +284,8 @@ func TestDefaultObjects(t *testing.T) {
 		t.Errorf("issuerRef = %+v, want the chart's Issuer", ref)
 	}
 
-	cr := one[*rbacv1.ClusterRole](t, r)
-	wantCR := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
-			ResourceNames: []string{fullname}, Verbs: []string{"get", "list", "watch"}},
-	}
-	if !equalJSON(t, cr.Rules, wantCR) {
-		t.Errorf("ClusterRole rules = %+v", cr.Rules)
-	}
-	role := one[*rbacv1.Role](t, r)
-	wantRole := []rbacv1.PolicyRule{
-		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
-	}
-	if !equalJSON(t, role.Rules, wantRole) {
-		t.Errorf("Role rules = %+v", role.Rules)
-	}
+	checkRBAC(t, r, &certs.Options{Mode: certs.ModeCertManager, Namespace: namespace,
+		Certificate: fullname, WebhookConfig: fullname})
 	checkBindings(t, r, sa)
 
 	if strings.Contains(r.notes, "WARNING") {
@@ -357,24 +349,12 @@ certificates:
 			if m := mount(t, c, "tls"); m.ReadOnly {
 				t.Errorf("tls mount is read-only; the server writes its certificate there")
 			}
-			cr := one[*rbacv1.ClusterRole](t, r)
-			wantCR := []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
-					ResourceNames: []string{fullname}, Verbs: []string{"get", "list", "watch", "update"}},
-			}
-			if !equalJSON(t, cr.Rules, wantCR) {
-				t.Errorf("ClusterRole rules = %+v", cr.Rules)
-			}
-			role := one[*rbacv1.Role](t, r)
-			wantRole := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
-				ResourceNames: []string{fullname + "-tls"}, Verbs: []string{"get", "list", "watch", "update"}}}
-			if !equalJSON(t, role.Rules, wantRole) {
-				t.Errorf("Role rules = %+v", role.Rules)
-			}
+			checkRBAC(t, r, &certs.Options{Mode: certs.ModeSelfManaged, Namespace: namespace,
+				Secret: fullname + "-tls", WebhookConfig: fullname, ServiceName: fullname})
+			cr, role := one[*rbacv1.ClusterRole](t, r), one[*rbacv1.Role](t, r)
 			for _, rule := range append(cr.Rules, role.Rules...) {
-				if slices.Contains(rule.Verbs, "create") || slices.Contains(rule.Verbs, "*") {
-					t.Errorf("rule %+v grants create; the chart renders the Secret so the server needs none", rule)
+				if slices.Contains(rule.Verbs, "create") || slices.Contains(rule.Verbs, "get") || slices.Contains(rule.Verbs, "*") {
+					t.Errorf("rule %+v grants create or get; the chart renders the Secret so the server needs neither", rule)
 				}
 			}
 		},
@@ -387,9 +367,7 @@ webhook: {caBundle: Q0EK}`,
 			if n := len(all[*cmv1.Certificate](r)) + len(all[*cmv1.Issuer](r)) + len(all[*corev1.Secret](r)); n != 0 {
 				t.Errorf("%d certificate objects rendered in existingSecret mode", n)
 			}
-			if n := len(all[*rbacv1.Role](r)) + len(all[*rbacv1.RoleBinding](r)); n != 0 {
-				t.Errorf("a namespaced Role rendered; existingSecret mode needs none")
-			}
+			checkRBAC(t, r, &certs.Options{Mode: certs.ModeFiles, Namespace: namespace})
 			wh := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0]
 			if string(wh.ClientConfig.CABundle) != "CA\n" {
 				t.Errorf("caBundle = %q, want the decoded webhook.caBundle", wh.ClientConfig.CABundle)
@@ -590,11 +568,11 @@ serviceMonitor: {enabled: true, labels: {release: prom}}`,
 			}
 		},
 	}, {
-		name:   "no preStop delay",
+		name:   "no shutdown delay",
 		values: `server: {shutdownDelaySeconds: 0}`,
 		check: func(t *testing.T, r *rendered) {
-			if l := deploymentContainer(t, r).Lifecycle; l != nil {
-				t.Errorf("lifecycle = %+v, want none", l)
+			if c := deploymentContainer(t, r); !slices.Contains(c.Args, "--shutdown-delay=0s") {
+				t.Errorf("args = %q", c.Args)
 			}
 		},
 	}}
@@ -657,6 +635,10 @@ func TestContradictoryValuesFail(t *testing.T) {
 		values: `{podDisruptionBudget: {minAvailable: null}}`,
 		want:   "podDisruptionBudget.enabled=true needs podDisruptionBudget.minAvailable or podDisruptionBudget.maxUnavailable",
 	}, {
+		name:   "grace period shorter than the drain",
+		values: `{terminationGracePeriodSeconds: 10, server: {shutdownDelaySeconds: 5}, webhook: {timeoutSeconds: 5}}`,
+		want:   "terminationGracePeriodSeconds=10 is shorter than the server's shutdown (server.shutdownDelaySeconds + webhook.timeoutSeconds + 5s = 15s): the kubelet would kill it while it still answers admissions",
+	}, {
 		name:   "PDB that blocks every eviction",
 		values: `{replicaCount: 1}`,
 		want:   "podDisruptionBudget.minAvailable=1 with replicaCount=1 lets no replica be evicted, so node drains would hang; raise replicaCount, lower minAvailable or set podDisruptionBudget.enabled=false",
@@ -668,10 +650,7 @@ func TestContradictoryValuesFail(t *testing.T) {
 				t.Fatalf("rendered; want the error %q", tt.want)
 			}
 			// Helm prefixes fail messages with the template position.
-			msg := err.Error()
-			if i := strings.LastIndex(msg, "): "); i >= 0 {
-				msg = msg[i+len("): "):]
-			}
+			msg := failPrefix.ReplaceAllString(err.Error(), "")
 			if msg != tt.want {
 				t.Errorf("error:\n got %q\nwant %q", err.Error(), tt.want)
 			}
@@ -718,6 +697,26 @@ func TestSchemaRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkRBAC checks that the chart grants exactly what the server needs: list and watch of
+// namespaces plus the rules the certificate mode declares (certs.Options.RBAC), no more.
+func checkRBAC(t *testing.T, r *rendered, o *certs.Options) {
+	t.Helper()
+	role, clusterRole := o.RBAC()
+	wantCR := append([]rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
+	}, clusterRole...)
+	if cr := one[*rbacv1.ClusterRole](t, r); !equalJSON(t, cr.Rules, wantCR) {
+		t.Errorf("ClusterRole rules:\n got %+v\nwant %+v", cr.Rules, wantCR)
+	}
+	roles := all[*rbacv1.Role](r)
+	switch {
+	case len(role) == 0 && (len(roles) != 0 || len(all[*rbacv1.RoleBinding](r)) != 0):
+		t.Errorf("a Role is rendered but --cert-mode=%s needs none", o.Mode)
+	case len(role) != 0 && (len(roles) != 1 || !equalJSON(t, roles[0].Rules, role)):
+		t.Errorf("Role rules:\n got %+v\nwant %+v", roles, role)
 	}
 }
 

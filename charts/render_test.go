@@ -66,11 +66,17 @@ func renderChart(t *testing.T, values string) (*rendered, error) {
 	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
 		t.Fatalf("test values: %v", err)
 	}
+	return renderValues(t, vals, releaseName, namespace)
+}
+
+// renderValues renders the chart with values as a map, for a release in ns.
+func renderValues(t *testing.T, vals map[string]any, release, ns string) (*rendered, error) {
+	t.Helper()
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.Replace = true
-	install.ReleaseName = releaseName
-	install.Namespace = namespace
+	install.ReleaseName = release
+	install.Namespace = ns
 	install.KubeVersion = kubeVersion(t)
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {

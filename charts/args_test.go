@@ -1,0 +1,52 @@
+package charts
+
+import (
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/cli"
+	"github.com/sandbox-webhook/sandbox-webhook/server"
+)
+
+// TestArgsParseWithServe parses the container args of every certificate mode with the real
+// command line: `serve` exists on the root command, every flag exists and its value has the
+// right type, and the certificate flags pass their mode's validation (with --namespace from
+// $POD_NAMESPACE, as in the pod).
+func TestArgsParseWithServe(t *testing.T) {
+	for name, values := range map[string]string{
+		"certManager":    ``,
+		"selfManaged":    `certificates: {mode: selfManaged}`,
+		"existingSecret": `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}, webhook: {caBundle: Q0EK}}`,
+		"extraArgs":      `server: {extraArgs: ["--max-request-bytes=6Mi"], logLevel: debug, tlsMinVersion: "1.2"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := deploymentContainer(t, mustRender(t, values)).Args
+
+			root := cli.NewRootCommand(cli.IOStreams{})
+			cmd, rest, err := root.Find(args)
+			if err != nil || cmd.Name() != "serve" {
+				t.Fatalf("%q does not run serve: %v", args, err)
+			}
+			ext := certs.NewServeExtension()
+			serve := server.NewCommand(ext)
+			if err := serve.ParseFlags(rest); err != nil {
+				t.Fatalf("serve rejects the chart's args %q: %v", rest, err)
+			}
+			if n := serve.Flags().NArg(); n != 0 {
+				t.Errorf("serve takes no arguments; the chart passes %q", serve.Flags().Args())
+			}
+			ext.Options.Namespace = namespace
+			if err := ext.Options.Validate(); err != nil {
+				t.Errorf("certificate flags %q: %v", rest, err)
+			}
+		})
+	}
+}
+
+// TestArgsParseRejectsUnknownFlag guards the test above: an unknown flag is an error.
+func TestArgsParseRejectsUnknownFlag(t *testing.T) {
+	args := deploymentContainer(t, mustRender(t, `server: {extraArgs: ["--no-such-flag=1"]}`)).Args
+	if err := server.NewCommand(certs.NewServeExtension()).ParseFlags(args[1:]); err == nil {
+		t.Fatal("serve accepted --no-such-flag")
+	}
+}
