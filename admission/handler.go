@@ -1,8 +1,11 @@
 package admission
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -13,7 +16,9 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -77,6 +82,75 @@ func (h *Handler) Webhook(log logr.Logger) *cradmission.Webhook {
 				"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun)
 		},
 	}
+}
+
+// HTTPHandler is what the server mounts at Path: the Webhook, behind a check
+// of the review's apiVersion and kind, which controller-runtime does not
+// make (it would answer a review of any kind, echoing that kind back). A
+// body that is no AdmissionReview gets an errored AdmissionReview answer,
+// like every other undecodable body.
+func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
+	hook := h.Webhook(log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil {
+			hook.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeErrored(w, "", fmt.Errorf("reading the request body: %w", err))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if uid, err := checkReviewType(body); err != nil {
+			h.metrics.ObserveRequest(OutcomeError, 0)
+			log.WithName("admission").Error(err, "Rejected a request that is not an AdmissionReview")
+			writeErrored(w, uid, err)
+			return
+		}
+		hook.ServeHTTP(w, r)
+	})
+}
+
+// checkReviewType returns an error unless body is an admission.k8s.io/v1 or
+// v1beta1 AdmissionReview; malformed JSON is left to the decoder.
+func checkReviewType(body []byte) (types.UID, error) {
+	var head struct {
+		metav1.TypeMeta
+		Request *struct {
+			UID types.UID `json:"uid"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return "", nil
+	}
+	var uid types.UID
+	if head.Request != nil {
+		uid = head.Request.UID
+	}
+	if head.Kind != "AdmissionReview" ||
+		(head.APIVersion != admissionv1.SchemeGroupVersion.String() && head.APIVersion != "admission.k8s.io/v1beta1") {
+		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
+			truncateString(head.APIVersion, 64), truncateString(head.Kind, 64))
+	}
+	return uid, nil
+}
+
+func writeErrored(w http.ResponseWriter, uid types.UID, err error) {
+	resp := cradmission.Errored(http.StatusBadRequest, fmt.Errorf("sandbox-webhook: %w", err))
+	resp.UID = uid
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: &resp.AdmissionResponse,
+	})
+}
+
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // Handle answers one admission request. Only the CREATE of a Pod is mutated;

@@ -65,8 +65,12 @@ func TestHandle(t *testing.T) {
 			}
 		},
 	}, {
-		name:    "a dry run is answered like any request",
-		req:     func() (cradmission.Request, []byte) { r, raw := create("sandboxes", podJSON(t, "basic")); r.DryRun = ptr.To(true); return r, raw },
+		name: "a dry run is answered like any request",
+		req: func() (cradmission.Request, []byte) {
+			r, raw := create("sandboxes", podJSON(t, "basic"))
+			r.DryRun = ptr.To(true)
+			return r, raw
+		},
 		outcome: OutcomeMutated, allowed: true, code: 200, patched: true,
 	}, {
 		name: "a pod without metadata.namespace gets no namespace from the patch",
@@ -173,18 +177,24 @@ func TestHandle(t *testing.T) {
 		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
 		message: "carries no object",
 	}, {
-		name:    "an object that is not a Pod is an error",
-		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)) },
+		name: "an object that is not a Pod is an error",
+		req: func() (cradmission.Request, []byte) {
+			return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`))
+		},
 		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
 		message: "decoding the pod",
 	}, {
-		name:    "an object of the wrong version is an error",
-		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v2","kind":"Pod"}`)) },
+		name: "an object of the wrong version is an error",
+		req: func() (cradmission.Request, []byte) {
+			return create("sandboxes", []byte(`{"apiVersion":"v2","kind":"Pod"}`))
+		},
 		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
 		message: "decoding the pod",
 	}, {
-		name:    "malformed object JSON is an error",
-		req:     func() (cradmission.Request, []byte) { return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Pod","spec":{"containers":"x"}}`)) },
+		name: "malformed object JSON is an error",
+		req: func() (cradmission.Request, []byte) {
+			return create("sandboxes", []byte(`{"apiVersion":"v1","kind":"Pod","spec":{"containers":"x"}}`))
+		},
 		outcome: OutcomeError, allowed: false, code: http.StatusBadRequest,
 		message: "decoding the pod",
 	}, {
@@ -446,7 +456,9 @@ func TestSanitizeWarnings(t *testing.T) {
 	}
 }
 
-func create(ns string, raw []byte) (cradmission.Request, []byte) { return op(admissionv1.Create, ns, raw) }
+func create(ns string, raw []byte) (cradmission.Request, []byte) {
+	return op(admissionv1.Create, ns, raw)
+}
 
 func op(o admissionv1.Operation, ns string, raw []byte) (cradmission.Request, []byte) {
 	return newRequest(o, ns, raw), raw

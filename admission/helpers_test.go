@@ -59,6 +59,7 @@ type fixture struct {
 	reg     *prometheus.Registry
 	handler *Handler
 	hook    *cradmission.Webhook
+	http    http.Handler
 }
 
 func newFixture(t testing.TB, set *policy.Set, opts mutate.Options) *fixture {
@@ -69,6 +70,7 @@ func newFixture(t testing.TB, set *policy.Set, opts mutate.Options) *fixture {
 	}
 	f.handler = NewHandler(&f.config, f.lookup, NewMetrics(f.reg))
 	f.hook = f.handler.Webhook(logr.Discard())
+	f.http = f.handler.HTTPHandler(logr.Discard())
 	return f
 }
 
@@ -88,7 +90,7 @@ func (f *fixture) serveHTTP(t testing.TB, body []byte) (int, admissionv1.Admissi
 	r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	f.hook.ServeHTTP(w, r)
+	f.http.ServeHTTP(w, r)
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil {
 		t.Fatalf("the answer is not an AdmissionReview: %v\n%s", err, w.Body.String())
