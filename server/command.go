@@ -1,0 +1,334 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// EnvPrefix prefixes the environment variable of every serve flag:
+// --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
+const EnvPrefix = "SANDBOX_WEBHOOK_"
+
+// Extension adds flags to `serve` and, once flags, environment and config
+// file are resolved and before the server starts, adjusts its Options.
+//
+// The certificate modes plug in this way: AddFlags adds --cert-mode,
+// --cert-secret, --webhook-config, --service-name, --namespace and
+// --certificate (they get environment variables and config file keys like
+// every other flag); Apply, for a mode other than files, sets
+// Options.GetCertificate and adds what it needs to Options.ReadyChecks and
+// Options.Runnables (Options.RESTConfig is set by then).
+type Extension interface {
+	AddFlags(fs *pflag.FlagSet)
+	Apply(ctx context.Context, o *Options) error
+}
+
+// flagValues are the serve flags before they become Options.
+type flagValues struct {
+	config             string
+	policies           []string
+	leakMitigation     string
+	leakMitigationFile string
+	certDir            string
+	bindAddress        string
+	port               int
+	metricsAddress     string
+	healthAddress      string
+	kubeconfig         string
+	excludeNamespaces  []string
+	tlsMinVersion      string
+	maxRequestBytes    string
+	logLevel           string
+	readTimeout        time.Duration
+	writeTimeout       time.Duration
+	shutdownDelay      time.Duration
+	reloadInterval     time.Duration
+}
+
+// NewCommand returns the `serve` command. Extensions add their flags and
+// adjust the Options before the server starts.
+func NewCommand(exts ...Extension) *cobra.Command {
+	v := &flagValues{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the mutating admission webhook for sandbox pods",
+		Long: `Run the mutating admission webhook. At every pod CREATE the API server sends
+to /mutate-v1-pod, it applies the policies from --policy and answers with a
+JSONPatch; every other request is allowed unchanged.
+
+Policy files and the --leak-mitigation-file are watched: a valid change is
+swapped in atomically, an invalid one is logged in full, counted in
+sandbox_webhook_policy_reload_errors_total and shown on /status of the health
+port, and the last good configuration keeps serving.
+
+Every flag can also be set by an environment variable, SANDBOX_WEBHOOK_ and the
+flag name in upper snake case (SANDBOX_WEBHOOK_LEAK_MITIGATION=on; lists are
+comma-separated), or in a YAML --config file whose keys are the long flag names
+(leak-mitigation: "on"; lists as YAML lists). A flag wins over the environment,
+the environment over the config file.
+
+Health port: /healthz, /readyz (certificate loaded, policies loaded, namespace
+cache synced, not shutting down) and /status (JSON: the serving policy set and
+the errors of the last rejected reload). Metrics port: /metrics.
+
+On SIGTERM the server turns not ready and closes keep-alive connections after
+each response, keeps answering for --shutdown-delay, then stops accepting and
+drains in-flight requests. Request headers must arrive within 32s and idle
+keep-alive connections close after 90s (controller-runtime's server).`,
+		Example: `  sandbox-webhook serve --policy /etc/sandbox-webhook/policies --cert-dir /tls \
+      --leak-mitigation-file /etc/sandbox-webhook/policies/leakMitigation`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := resolveFlags(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			log, err := newLogger(v.logLevel, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			logf.SetLogger(log)
+			klog.SetLogger(log.WithName("client-go"))
+
+			opts, err := v.options(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			opts.Logger = log
+			if opts.RESTConfig, err = restConfig(v.kubeconfig); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			for _, e := range exts {
+				if err := e.Apply(ctx, &opts); err != nil {
+					return err
+				}
+			}
+			return Run(ctx, opts)
+		},
+	}
+
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&v.config, "config", "", "YAML file with defaults for these flags; keys are the long flag names")
+	fs.StringSliceVar(&v.policies, "policy", nil, "policy file, or directory of *.yaml, *.yml and *.json policy files (a mounted ConfigMap); repeatable; reloaded on change")
+	fs.StringVar(&v.leakMitigation, "leak-mitigation", "policy", "mode override for every policy: on (disk-backed caches), off (memory) or policy (each policy's own mode)")
+	fs.StringVar(&v.leakMitigationFile, "leak-mitigation-file", "", "file holding on, off or policy; reloaded on change; wins over --leak-mitigation")
+	fs.StringVar(&v.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded on change")
+	fs.StringVar(&v.bindAddress, "bind-address", "0.0.0.0", "address the webhook listens on")
+	fs.IntVar(&v.port, "port", 9443, "HTTPS port of the webhook; the path is /mutate-v1-pod")
+	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
+	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringSliceVar(&v.excludeNamespaces, "exclude-namespace", nil, "namespace whose pods are never mutated; repeatable; default: $POD_NAMESPACE when set (kube-system is always excluded)")
+	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 or 1.3")
+	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; at most 7Mi")
+	fs.StringVar(&v.logLevel, "log-level", "info", "info, or debug for a line per admission decision; JSON on stderr")
+	fs.DurationVar(&v.readTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
+	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
+	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
+	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
+	for _, e := range exts {
+		e.AddFlags(fs)
+	}
+	return cmd
+}
+
+// options turns the resolved flags into Options.
+func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
+	o := Options{
+		PolicyPaths:            v.policies,
+		LeakMitigationFile:     v.leakMitigationFile,
+		ExcludeNamespaces:      v.excludeNamespaces,
+		ReloadInterval:         v.reloadInterval,
+		CertDir:                v.certDir,
+		BindAddress:            v.bindAddress,
+		Port:                   v.port,
+		ReadTimeout:            v.readTimeout,
+		WriteTimeout:           v.writeTimeout,
+		ShutdownDelay:          v.shutdownDelay,
+		MetricsBindAddress:     v.metricsAddress,
+		HealthProbeBindAddress: v.healthAddress,
+	}
+	lm, ok := mutate.ParseLeakMitigation(v.leakMitigation)
+	if !ok {
+		return o, fmt.Errorf("--leak-mitigation %q: must be on, off or policy", v.leakMitigation)
+	}
+	o.LeakMitigation = lm
+	switch v.tlsMinVersion {
+	case "1.2":
+		o.TLSMinVersion = tls.VersionTLS12
+	case "1.3":
+		o.TLSMinVersion = tls.VersionTLS13
+	default:
+		return o, fmt.Errorf("--tls-min-version %q: must be 1.2 or 1.3", v.tlsMinVersion)
+	}
+	q, err := resource.ParseQuantity(v.maxRequestBytes)
+	if err != nil {
+		return o, fmt.Errorf("--max-request-bytes %q: must be a number of bytes or a quantity such as 3Mi", v.maxRequestBytes)
+	}
+	o.MaxRequestBytes = q.Value()
+	if o.MaxRequestBytes <= 0 {
+		return o, fmt.Errorf("--max-request-bytes %q: must be positive", v.maxRequestBytes)
+	}
+	if !fs.Changed("exclude-namespace") {
+		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+			o.ExcludeNamespaces = []string{ns}
+		}
+	}
+	return o, nil
+}
+
+// resolveFlags fills every flag not given on the command line from its
+// environment variable, then from the --config file.
+func resolveFlags(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	var errs []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" {
+			return
+		}
+		env := EnvVar(f.Name)
+		if val, ok := lookupEnv(env); ok {
+			if err := fs.Set(f.Name, val); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", env, val, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
+	}
+	path, err := fs.GetString("config")
+	if err != nil || path == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading --config: %w", err)
+	}
+	return applyConfig(fs, path, raw)
+}
+
+// applyConfig sets the flags not set yet from a YAML map of long flag names.
+func applyConfig(fs *pflag.FlagSet, path string, raw []byte) error {
+	var values map[string]any
+	if err := yaml.UnmarshalStrict(raw, &values); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []string
+	for _, k := range keys {
+		f := fs.Lookup(k)
+		if f == nil || k == "config" || k == "help" {
+			errs = append(errs, fmt.Sprintf("unknown key %q (keys are the long flag names of serve)", k))
+			continue
+		}
+		if f.Changed {
+			continue
+		}
+		list, isList := values[k].([]any)
+		if !isList {
+			list = []any{values[k]}
+		}
+		for _, item := range list {
+			s, err := scalar(item)
+			if err == nil {
+				err = fs.Set(k, s)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", k, err))
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("--config %s: %s", path, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func scalar(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case nil:
+		return "", fmt.Errorf("no value")
+	}
+	return "", fmt.Errorf("a string, number or boolean is expected, not %T", v)
+}
+
+// EnvVar returns the environment variable of a serve flag.
+func EnvVar(flag string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// newLogger returns a JSON logger on w at level info or debug.
+func newLogger(level string, w io.Writer) (logr.Logger, error) {
+	var lvl zapcore.Level
+	switch level {
+	case "info":
+		lvl = zapcore.InfoLevel
+	case "debug":
+		lvl = zapcore.DebugLevel
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-level %q: must be info or debug", level)
+	}
+	return zap.New(
+		zap.WriteTo(w),
+		zap.JSONEncoder(),
+		zap.Level(lvl),
+		zap.StacktraceLevel(zapcore.PanicLevel),
+		func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339TimeEncoder },
+	), nil
+}
+
+// restConfig is --kubeconfig, else the in-cluster config, else $KUBECONFIG
+// or ~/.kube/config.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finding the Kubernetes client configuration (--kubeconfig, in-cluster, $KUBECONFIG): %w", err)
+	}
+	cfg.UserAgent = "sandbox-webhook"
+	return cfg, nil
+}

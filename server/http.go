@@ -1,0 +1,77 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/admission"
+)
+
+// guard wraps the admission webhook with what controller-runtime's server
+// does not do per request: read and write deadlines, the request body limit
+// (--max-request-bytes, answered with 413 before controller-runtime's own
+// 7 MiB limit can apply), a 503 while the first configuration or the
+// namespace cache is missing, and "Connection: close" once shutdown began,
+// so that the API server moves its keep-alive connections elsewhere.
+//
+// The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
+// server treats them as a failed call, and the webhook's failurePolicy
+// decides, as it would if this server were unreachable.
+func (s *server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rc := http.NewResponseController(w)
+		if d := s.opts.ReadTimeout; d > 0 {
+			_ = rc.SetReadDeadline(start.Add(d))
+		}
+		if d := s.opts.WriteTimeout; d > 0 {
+			_ = rc.SetWriteDeadline(start.Add(d))
+		}
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		if err := s.servingReady(); err != nil {
+			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+			http.Error(w, "sandbox-webhook is not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		limit := s.opts.MaxRequestBytes
+		if r.ContentLength > limit {
+			s.tooLarge(w, start, fmt.Sprintf("%d bytes", r.ContentLength))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				s.tooLarge(w, start, "more than that")
+				return
+			}
+			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+			http.Error(w, "sandbox-webhook: reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) tooLarge(w http.ResponseWriter, start time.Time, size string) {
+	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+	s.log.Info("Rejected an oversized admission request", "size", size, "limit", s.opts.MaxRequestBytes)
+	http.Error(w, fmt.Sprintf("sandbox-webhook: the AdmissionReview is %s; the limit is %d bytes (--max-request-bytes)",
+		size, s.opts.MaxRequestBytes), http.StatusRequestEntityTooLarge)
+}
+
+// servingReady says why admissions cannot be answered yet, or nil.
+func (s *server) servingReady() error {
+	if s.config.Load() == nil {
+		return s.reloader.ready()
+	}
+	return s.namespaces.synced()
+}

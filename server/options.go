@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// maxAdmissionBodyBytes is the body limit of controller-runtime's admission
+// webhook (pkg/webhook/admission/http.go). --max-request-bytes must not be
+// above it, or that limit, not ours, would be the one in force.
+const maxAdmissionBodyBytes = 7 << 20
+
+// Runnable is a component started with the server and stopped, by cancelling
+// ctx, after the webhook server has drained. An error it returns while the
+// server runs stops the server.
+type Runnable func(ctx context.Context) error
+
+// Options configure Run. NewCommand fills them from flags, environment and
+// config file; tests fill them directly.
+type Options struct {
+	// PolicyPaths are policy files or directories of policy files. They
+	// are watched and reloaded.
+	PolicyPaths []string
+	// LoadPolicies loads a policy set from PolicyPaths. Default: policy.Load.
+	LoadPolicies func(paths ...string) (*policy.Set, error)
+	// LeakMitigation is the mode override used while LeakMitigationFile is
+	// unset.
+	LeakMitigation mutate.LeakMitigation
+	// LeakMitigationFile, when set, holds on, off or policy; it is watched
+	// and reloaded and wins over LeakMitigation.
+	LeakMitigationFile string
+	// ExcludeNamespaces are never mutated (kube-system never is).
+	ExcludeNamespaces []string
+	// ReloadInterval is how often the policy and leak-mitigation files are
+	// re-read even when no file event arrived.
+	ReloadInterval time.Duration
+
+	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
+	// Unused when GetCertificate is set.
+	CertDir string
+	// BindAddress and Port are where the webhook listens (HTTPS).
+	BindAddress string
+	Port        int
+	// TLSMinVersion is tls.VersionTLS12 or tls.VersionTLS13.
+	TLSMinVersion uint16
+	// MaxRequestBytes limits the AdmissionReview body; larger requests get
+	// HTTP 413.
+	MaxRequestBytes int64
+	// ReadTimeout bounds reading a request body, WriteTimeout the whole
+	// request from its start to the end of the response.
+	ReadTimeout, WriteTimeout time.Duration
+	// ShutdownDelay is how long the server keeps answering, while not
+	// ready and with keep-alive off, after it was told to stop and before
+	// it closes its listener and drains: time for the endpoints to drop it.
+	ShutdownDelay time.Duration
+
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz, /readyz and /status; "0"
+	// disables it.
+	HealthProbeBindAddress string
+
+	// KubeClient reads namespaces (list and watch only). When nil, one is
+	// made from RESTConfig.
+	KubeClient kubernetes.Interface
+	RESTConfig *rest.Config
+
+	Logger logr.Logger
+
+	// Extension points for the certificate modes (certs/), set by an
+	// Extension's Apply before Run:
+	//
+	// GetCertificate, when set, serves the certificate instead of the
+	// CertDir watcher. It is also called with an empty ClientHelloInfo by
+	// the "certificate" readiness check and for the not-after metric.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// TLSOpts are applied to the webhook's tls.Config after the server's
+	// own settings (minimum version, HTTP/1.1, GetCertificate).
+	TLSOpts []func(*tls.Config)
+	// ReadyChecks are added to /readyz (and /status) by name.
+	ReadyChecks map[string]healthz.Checker
+	// Runnables are started with the server and stopped after it drained.
+	Runnables map[string]Runnable
+}
+
+// complete defaults unset fields and checks the rest.
+func (o *Options) complete() error {
+	var errs []error
+	if len(o.PolicyPaths) == 0 {
+		errs = append(errs, errors.New("at least one --policy file or directory is required"))
+	}
+	if o.LoadPolicies == nil {
+		o.LoadPolicies = policy.Load
+	}
+	if o.LeakMitigation == "" {
+		o.LeakMitigation = mutate.LeakMitigationPolicy
+	}
+	if _, ok := mutate.ParseLeakMitigation(string(o.LeakMitigation)); !ok {
+		errs = append(errs, fmt.Errorf("--leak-mitigation %q: must be on, off or policy", o.LeakMitigation))
+	}
+	if o.ReloadInterval <= 0 {
+		o.ReloadInterval = 30 * time.Second
+	}
+	if o.GetCertificate == nil && o.CertDir == "" {
+		errs = append(errs, errors.New("--cert-dir is required"))
+	}
+	if o.CertDir != "" {
+		o.CertDir = filepath.Clean(o.CertDir)
+	}
+	if o.Port <= 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: must be between 1 and 65535", o.Port))
+	}
+	switch o.TLSMinVersion {
+	case 0:
+		o.TLSMinVersion = tls.VersionTLS13
+	case tls.VersionTLS12, tls.VersionTLS13:
+	default:
+		errs = append(errs, errors.New("--tls-min-version: must be 1.2 or 1.3"))
+	}
+	switch {
+	case o.MaxRequestBytes == 0:
+		o.MaxRequestBytes = 3 << 20
+	case o.MaxRequestBytes < 0 || o.MaxRequestBytes > maxAdmissionBodyBytes:
+		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d (controller-runtime's own admission limit)",
+			o.MaxRequestBytes, maxAdmissionBodyBytes))
+	}
+	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("--read-timeout, --write-timeout and --shutdown-delay must not be negative"))
+	}
+	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != "" && o.MetricsBindAddress == o.HealthProbeBindAddress {
+		errs = append(errs, fmt.Errorf("--metrics-bind-address and --health-probe-bind-address are both %q", o.MetricsBindAddress))
+	}
+	if o.KubeClient == nil && o.RESTConfig == nil {
+		errs = append(errs, errors.New("no Kubernetes client configuration"))
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return errors.Join(errs...)
+}

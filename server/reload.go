@@ -1,0 +1,398 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+
+	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// Sources of reloadable configuration, as named in metrics and /status.
+const (
+	sourcePolicies       = "policies"
+	sourceLeakMitigation = "leak-mitigation"
+)
+
+// reloadDebounce lets a burst of file events (an editor's truncate and
+// write, a ConfigMap's symlink swap) settle into one reload.
+const reloadDebounce = 100 * time.Millisecond
+
+// reloader keeps the published admission.Config in step with the policy
+// files and the leak-mitigation file. A valid change is swapped in as a
+// whole new Config; an invalid one is logged with every problem, counted and
+// shown on /status, and the last good Config keeps serving.
+type reloader struct {
+	log        logr.Logger
+	paths      []string
+	load       func(paths ...string) (*policy.Set, error)
+	leakFile   string
+	leakFlag   mutate.LeakMitigation
+	exclude    []string
+	interval   time.Duration
+	target     *atomic.Pointer[admission.Config]
+	metrics    *serverMetrics
+	afterStore func() // test hook: called after every publish
+
+	mu       sync.Mutex
+	policies sourceState
+	leak     sourceState
+	set      *policy.Set
+	leakMode mutate.LeakMitigation
+}
+
+// sourceState is what is known about one reloadable source.
+type sourceState struct {
+	fingerprint   string // of the files as last read; "" before the first read
+	loaded        bool   // loaded successfully at least once
+	lastSuccess   time.Time
+	lastError     string
+	lastErrorTime time.Time
+}
+
+func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *serverMetrics) *reloader {
+	return &reloader{
+		log:      o.Logger.WithName("reload"),
+		paths:    slices.Clone(o.PolicyPaths),
+		load:     o.LoadPolicies,
+		leakFile: o.LeakMitigationFile,
+		leakFlag: o.LeakMitigation,
+		exclude:  slices.Clone(o.ExcludeNamespaces),
+		interval: o.ReloadInterval,
+		target:   target,
+		metrics:  m,
+		leakMode: o.LeakMitigation,
+	}
+}
+
+// ready reports whether a Config has been published: the policies and, when
+// configured, the leak-mitigation file have each loaded once.
+func (r *reloader) ready() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var missing []string
+	if !r.policies.loaded {
+		missing = append(missing, "policies ("+r.policies.describeError()+")")
+	}
+	if r.leakFile != "" && !r.leak.loaded {
+		missing = append(missing, "--leak-mitigation-file ("+r.leak.describeError()+")")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not loaded yet: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (s *sourceState) describeError() string {
+	if s.lastError == "" {
+		return "not read yet"
+	}
+	first, _, more := strings.Cut(s.lastError, "\n")
+	if more {
+		first += " (and more; see /status)"
+	}
+	return first
+}
+
+// reload re-reads whatever changed since the last read and publishes a new
+// Config when the effective policies or mode changed.
+func (r *reloader) reload() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	changed := false
+
+	if fp := fingerprint(r.paths); fp != r.policies.fingerprint {
+		r.policies.fingerprint = fp
+		set, err := r.load(r.paths...)
+		if err != nil {
+			r.failed(&r.policies, sourcePolicies, err, "Policies are invalid; the last good set keeps serving",
+				"paths", r.paths, "serving", setHash(r.set))
+		} else {
+			r.succeeded(&r.policies, sourcePolicies)
+			r.policies.loaded = true
+			if r.set == nil || set.Hash != r.set.Hash {
+				r.log.Info("Loaded policies", "hash", set.Hash, "policies", policyNames(set), "previous", setHash(r.set))
+				r.set = set
+				changed = true
+			}
+		}
+	}
+
+	if r.leakFile != "" {
+		if fp := fingerprint([]string{r.leakFile}); fp != r.leak.fingerprint {
+			r.leak.fingerprint = fp
+			mode, err := readLeakMitigation(r.leakFile)
+			if err != nil {
+				r.failed(&r.leak, sourceLeakMitigation, err, "The leak-mitigation file is invalid; the last good mode keeps serving",
+					"file", r.leakFile, "serving", r.leakMode)
+			} else {
+				r.succeeded(&r.leak, sourceLeakMitigation)
+				first := !r.leak.loaded
+				r.leak.loaded = true
+				if first || mode != r.leakMode {
+					r.log.Info("Loaded leak mitigation", "mode", mode, "file", r.leakFile, "previous", r.leakMode)
+					changed = changed || mode != r.leakMode
+					r.leakMode = mode
+				}
+			}
+		}
+	}
+
+	if r.set == nil || (r.leakFile != "" && !r.leak.loaded) {
+		return
+	}
+	if changed || r.target.Load() == nil {
+		r.publish()
+	}
+}
+
+// publish swaps in a new Config. Callers hold r.mu.
+func (r *reloader) publish() {
+	cfg := &admission.Config{
+		Policies: r.set,
+		Options: mutate.Options{
+			LeakMitigation:    r.leakMode,
+			ExcludeNamespaces: slices.Clone(r.exclude),
+		},
+	}
+	r.target.Store(cfg)
+	r.metrics.setConfig(cfg)
+	if r.afterStore != nil {
+		r.afterStore()
+	}
+}
+
+func (r *reloader) succeeded(s *sourceState, source string) {
+	s.lastSuccess = time.Now()
+	s.lastError = ""
+	r.metrics.reloaded(source, nil)
+}
+
+func (r *reloader) failed(s *sourceState, source string, err error, msg string, kv ...any) {
+	s.lastError = err.Error()
+	s.lastErrorTime = time.Now()
+	r.metrics.reloaded(source, err)
+	// Every problem, one per entry, so that no error is lost to truncation.
+	r.log.Error(err, msg, append(kv, "problems", strings.Split(err.Error(), "\n"))...)
+}
+
+// run re-reads on file events in the watched directories and every
+// interval, until ctx ends.
+func (r *reloader) run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		r.log.Error(err, "File watching is unavailable; relying on the periodic re-check", "interval", r.interval)
+	} else {
+		defer w.Close()
+		r.watch(w)
+	}
+	var events <-chan fsnotify.Event
+	var werrs <-chan error
+	if w != nil {
+		events, werrs = w.Events, w.Errors
+	}
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			r.log.V(1).Info("File event", "event", ev.String())
+			debounce.Reset(reloadDebounce)
+		case err, ok := <-werrs:
+			if !ok {
+				werrs = nil
+				continue
+			}
+			r.log.Error(err, "File watch error; the periodic re-check still runs")
+		case <-debounce.C:
+			r.reload()
+		case <-tick.C:
+			if w != nil {
+				// A watched directory that was itself replaced (a
+				// symlinked mount swapped underneath) needs a new watch.
+				r.watch(w)
+			}
+			r.reload()
+		}
+	}
+}
+
+// watch adds watches on the directories holding the sources: a directory
+// path itself, the parent of a file path. Events there cover edits, new
+// files and a ConfigMap's ..data symlink swap.
+func (r *reloader) watch(w *fsnotify.Watcher) {
+	dirs := map[string]bool{}
+	for _, p := range append(slices.Clone(r.paths), r.leakFile) {
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			dirs[p] = true
+		} else {
+			dirs[filepath.Dir(p)] = true
+		}
+	}
+	for d := range dirs {
+		if slices.Contains(w.WatchList(), d) {
+			continue
+		}
+		if err := w.Add(d); err != nil {
+			r.log.V(1).Info("Cannot watch directory yet; the periodic re-check covers it", "dir", d, "error", err.Error())
+		}
+	}
+}
+
+// status is what /status shows about the reloadable configuration.
+func (r *reloader) status() (policies PolicyStatus, leak LeakMitigationStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	policies = PolicyStatus{
+		ReloadStatus: r.policies.export(r.paths),
+	}
+	if r.set != nil {
+		policies.Hash = r.set.Hash
+		for _, p := range r.set.Policies {
+			policies.Policies = append(policies.Policies, PolicyInfo{
+				Name:        p.Name(),
+				Hash:        p.Hash,
+				Source:      p.Source,
+				Enforcement: string(p.Spec.Enforcement),
+				Mode:        string(p.Spec.Mode),
+			})
+		}
+	}
+	leak = LeakMitigationStatus{Mode: string(r.leakMode), From: "--leak-mitigation"}
+	if r.leakFile != "" {
+		rs := r.leak.export([]string{r.leakFile})
+		leak.File = &rs
+		if r.leak.loaded {
+			leak.From = "--leak-mitigation-file"
+		}
+	}
+	return policies, leak
+}
+
+func (s *sourceState) export(paths []string) ReloadStatus {
+	rs := ReloadStatus{Paths: paths, Loaded: s.loaded, LastSuccess: s.lastSuccess, LastErrorTime: s.lastErrorTime}
+	if s.lastError != "" {
+		rs.Errors = strings.Split(s.lastError, "\n")
+	}
+	return rs
+}
+
+// readLeakMitigation reads a file holding on, off or policy.
+func readLeakMitigation(path string) (mutate.LeakMitigation, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(raw))
+	if s == "" {
+		return "", fmt.Errorf("%s is empty; it must hold on, off or policy", path)
+	}
+	mode, ok := mutate.ParseLeakMitigation(s)
+	if !ok {
+		return "", fmt.Errorf("%s holds %q; it must hold on, off or policy", path, truncate(s, 64))
+	}
+	return mode, nil
+}
+
+// fingerprint identifies the current contents of paths the way the policy
+// loader sees them: each file, or each entry of a directory (following
+// symlinks, skipping dot-names), by name and content. An unreadable path
+// contributes its error, so that it changes when the path appears.
+func fingerprint(paths []string) string {
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "path %s\n", p)
+		st, err := os.Stat(p)
+		if err != nil {
+			fmt.Fprintf(h, "error %v\n", errors.Unwrap(err))
+			continue
+		}
+		if !st.IsDir() {
+			hashFile(h, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			fmt.Fprintf(h, "error %v\n", err)
+			continue
+		}
+		names := make([]string, 0, len(entries))
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), ".") {
+				names = append(names, e.Name())
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			full := filepath.Join(p, n)
+			if st, err := os.Stat(full); err != nil || st.IsDir() {
+				continue
+			}
+			fmt.Fprintf(h, "file %s\n", n)
+			hashFile(h, full)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func hashFile(h io.Writer, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(h, "error %v\n", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		fmt.Fprintf(h, "error %v\n", err)
+	}
+	fmt.Fprintln(h)
+}
+
+func setHash(s *policy.Set) string {
+	if s == nil {
+		return ""
+	}
+	return s.Hash
+}
+
+func policyNames(s *policy.Set) []string {
+	names := make([]string, len(s.Policies))
+	for i, p := range s.Policies {
+		names[i] = p.Name()
+	}
+	return names
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

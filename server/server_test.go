@@ -1,0 +1,212 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+func TestServe(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.start(nil)
+	e.waitReady()
+
+	if code, body := e.get(e.healthURL + "/healthz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if m := e.marker(e.client); m != "a" {
+		t.Errorf("MARKER = %q", m)
+	}
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", strings.Replace(sandboxPod, `"app":"sandbox"`, `"app":"other"`, 1)))
+	if err != nil || res.status != http.StatusOK || !res.review.Response.Allowed || len(res.review.Response.Patch) != 0 {
+		t.Errorf("a non-sandbox pod: %v %d %s", err, res.status, res.body)
+	}
+
+	st := e.status()
+	if !st.Ready || st.ShuttingDown || len(st.Policies.Policies) != 1 || st.Policies.Policies[0].Name != "seed" ||
+		st.LeakMitigation.Mode != "policy" || st.LeakMitigation.From != "--leak-mitigation" {
+		t.Errorf("/status = %+v", st)
+	}
+	if d := time.Until(st.Certificate.NotAfter); d < 11*time.Hour || d > 13*time.Hour {
+		t.Errorf("certificate notAfter = %v", st.Certificate.NotAfter)
+	}
+	for _, name := range []string{checkWebhookServer, checkCertificate, checkPolicies, checkNamespaceCache, checkShutdown} {
+		if st.Checks[name] != "ok" {
+			t.Errorf("check %s = %q", name, st.Checks[name])
+		}
+	}
+
+	for prefix, want := range map[string]float64{
+		`sandbox_webhook_admission_requests_total{outcome="mutated"}`:                          1,
+		`sandbox_webhook_admission_requests_total{outcome="unchanged"}`:                        1,
+		`sandbox_webhook_admission_duration_seconds_count{outcome="mutated"}`:                  1,
+		`sandbox_webhook_policy_hits_total{enforcement="enforce",mode="memory",policy="seed"}`: 1,
+		`sandbox_webhook_policy_reloads_total{source="policies"}`:                              1,
+		`sandbox_webhook_policy_reload_errors_total{source="policies"}`:                        0,
+		`sandbox_webhook_policy_reload_last_success{source="policies"}`:                        1,
+		`sandbox_webhook_policy_set_info{hash="` + st.Policies.Hash + `"}`:                     1,
+		`sandbox_webhook_leak_mitigation_info{mode="policy"}`:                                  1,
+		`sandbox_webhook_certificate_not_after_timestamp_seconds`:                              float64(st.Certificate.NotAfter.Unix()),
+	} {
+		if got := e.metric(prefix); got != want {
+			t.Errorf("%s = %v, want %v", prefix, got, want)
+		}
+	}
+	_, body := e.get(e.metricsURL)
+	for _, name := range []string{"controller_runtime_webhook_requests_total", "go_goroutines", "process_start_time_seconds"} {
+		if !strings.Contains(body, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+
+	if err := e.stop(); err != nil {
+		t.Errorf("Run returned %v", err)
+	}
+}
+
+func TestTLSMinVersion(t *testing.T) {
+	for _, tc := range []struct {
+		min       uint16
+		tls12Fine bool
+	}{{tls.VersionTLS13, false}, {tls.VersionTLS12, true}} {
+		t.Run(tls.VersionName(tc.min), func(t *testing.T) {
+			e := newTestEnv(t, func(o *Options) { o.TLSMinVersion = tc.min })
+			e.start(nil)
+			e.waitReady()
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				RootCAs: e.ca.pool, MaxVersion: tls.VersionTLS12,
+			}}}
+			_, err := e.admit(c, reviewFor(t, "x", "sandboxes", sandboxPod))
+			if (err == nil) != tc.tls12Fine {
+				t.Errorf("TLS 1.2 client: err = %v", err)
+			}
+			// HTTP/2 is off: even a client that offers it speaks HTTP/1.1.
+			h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool}, ForceAttemptHTTP2: true}}
+			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPod)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.ProtoMajor != 1 {
+				t.Errorf("protocol %s", resp.Proto)
+			}
+		})
+	}
+}
+
+func TestRequestBodyLimit(t *testing.T) {
+	const limit = 64 << 10
+	e := newTestEnv(t, func(o *Options) { o.MaxRequestBytes = limit })
+	e.start(nil)
+	e.waitReady()
+
+	// A valid review padded with an annotation to a given size.
+	sized := func(n int) []byte {
+		base := reviewFor(t, "s", "sandboxes", sandboxPod)
+		pad := n - len(base) - len(`,"annotations":{"pad":""}`)
+		pod := strings.Replace(sandboxPod, `"labels"`, `"annotations":{"pad":"`+strings.Repeat("x", pad)+`"},"labels"`, 1)
+		b := reviewFor(t, "s", "sandboxes", pod)
+		if len(b) != n {
+			t.Fatalf("sized review is %d bytes, want %d", len(b), n)
+		}
+		return b
+	}
+	if res, err := e.admit(e.client, sized(limit)); err != nil || res.status != http.StatusOK || !res.review.Response.Allowed {
+		t.Fatalf("a review of exactly the limit: %v HTTP %d %s", err, res.status, res.body)
+	}
+	res, err := e.admit(e.client, sized(limit+1))
+	if err != nil || res.status != http.StatusRequestEntityTooLarge || !strings.Contains(res.body, "the limit is 65536 bytes (--max-request-bytes)") {
+		t.Fatalf("a review over the limit: %v HTTP %d %q", err, res.status, res.body)
+	}
+	// Without Content-Length (chunked), the limit holds while reading.
+	req, _ := http.NewRequest(http.MethodPost, e.webhookURL, io.MultiReader(bytes.NewReader(sized(limit+1))))
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = -1
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "--max-request-bytes") {
+		t.Errorf("a chunked review over the limit: HTTP %d %q", resp.StatusCode, body)
+	}
+	if got := e.metric(`sandbox_webhook_admission_requests_total{outcome="error"}`); got != 2 {
+		t.Errorf("errors counted: %v, want 2", got)
+	}
+}
+
+func TestNotReadyUntilPoliciesLoad(t *testing.T) {
+	e := newTestEnv(t, nil)
+	writeFile(t, e.policyDir+"/seed.yaml", "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: seed}\nspec: {bogus: 1}\n")
+	e.start(nil)
+
+	eventually(t, "the server to answer", func() bool {
+		code, _ := e.get(e.healthURL + "/healthz")
+		return code == http.StatusOK
+	})
+	if code, body := e.get(e.healthURL + "/readyz"); code == http.StatusOK || !strings.Contains(body, "[-]policies failed") {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	st := e.status()
+	if st.Ready || st.Policies.Loaded || len(st.Policies.Errors) == 0 || !strings.Contains(st.Policies.Errors[0], "bogus") {
+		t.Errorf("/status = %+v", st)
+	}
+	eventually(t, "the webhook listener", func() bool {
+		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+		return err == nil
+	})
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "not ready") {
+		t.Errorf("admission before policies load: %v HTTP %d %q", err, res.status, res.body)
+	}
+
+	writeFile(t, e.policyDir+"/seed.yaml", policyYAML("fixed"))
+	e.waitReady()
+	if m := e.marker(e.client); m != "fixed" {
+		t.Errorf("MARKER = %q", m)
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	base := func() Options {
+		return Options{PolicyPaths: []string{"p"}, CertDir: "c", Port: 9443, RESTConfig: nil, KubeClient: nil}
+	}
+	for _, tc := range []struct {
+		name   string
+		modify func(*Options)
+		want   string
+	}{
+		{"no policy", func(o *Options) { o.PolicyPaths = nil }, "at least one --policy"},
+		{"no kube", func(o *Options) {}, "no Kubernetes client configuration"},
+		{"body limit above controller-runtime's", func(o *Options) { o.MaxRequestBytes = 8 << 20 }, "--max-request-bytes 8388608"},
+		{"bad leak mitigation", func(o *Options) { o.LeakMitigation = "maybe" }, `--leak-mitigation "maybe"`},
+		{"TLS 1.1", func(o *Options) { o.TLSMinVersion = tls.VersionTLS11 }, "--tls-min-version"},
+		{"bad port", func(o *Options) { o.Port = 70000 }, "--port 70000"},
+		{"same side ports", func(o *Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = ":1", ":1" }, "both"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base()
+			tc.modify(&o)
+			err := o.complete()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	o := base()
+	o.RESTConfig = nil
+	o.KubeClient = newTestEnv(t, nil).opts.KubeClient
+	if err := o.complete(); err != nil {
+		t.Fatal(err)
+	}
+	if o.TLSMinVersion != tls.VersionTLS13 || o.MaxRequestBytes != 3<<20 || o.LeakMitigation != mutate.LeakMitigationPolicy {
+		t.Errorf("defaults: %+v", o)
+	}
+}
