@@ -137,8 +137,9 @@ func TestDockerfileStages(t *testing.T) {
 	if len(copies) != 2 || !slices.Equal(copies[0].SourcePaths, []string{"go.mod", "go.sum"}) {
 		t.Fatalf("builder COPYs %v; want go.mod go.sum first, then the source", copies)
 	}
-	if download < 0 || buildAt < 0 || !(indexOf(build.Commands, copies[0]) < download &&
-		download < indexOf(build.Commands, copies[1]) && indexOf(build.Commands, copies[1]) < buildAt) {
+	inOrder := download >= 0 && buildAt >= 0 && indexOf(build.Commands, copies[0]) < download &&
+		download < indexOf(build.Commands, copies[1]) && indexOf(build.Commands, copies[1]) < buildAt
+	if !inOrder {
 		t.Errorf("want COPY go.mod go.sum, RUN go mod download, COPY source, RUN go build in that order")
 	}
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 )
 
 const fullname = "sandbox-webhook"
@@ -567,6 +568,10 @@ serviceMonitor: {enabled: true, labels: {release: prom}}`,
 				t.Errorf("serviceAccountName = %q", sa)
 			}
 		},
+	}, {
+		name:   "global values from a parent chart are accepted",
+		values: `global: {imageRegistry: registry.example.com}`,
+		check:  func(t *testing.T, r *rendered) { one[*appsv1.Deployment](t, r) },
 	}, {
 		name:   "no shutdown delay",
 		values: `server: {shutdownDelaySeconds: 0}`,

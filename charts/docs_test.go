@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 	"helm.sh/helm/v4/pkg/strvals"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // TestInstallDocCommands renders the chart with every `helm install` and `helm upgrade`

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // TestDefaultPoliciesAreValid loads the chart's default policies the way the server loads
