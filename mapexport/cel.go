@@ -1,0 +1,299 @@
+package mapexport
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp/syntax"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// This file holds the small CEL-building helpers: literals, glob and label
+// selector translations, and the quantity formatter.
+
+// str returns s as a CEL string literal (single-quoted, so the JSON
+// fragments of the status annotation read without escapes).
+func str(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// strList returns ss as a CEL list of string literals.
+func strList(ss []string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = str(s)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// jsonText returns s JSON-encoded exactly as encoding/json writes it inside a
+// string, without the surrounding quotes: the status annotation the webhook
+// writes is json.Marshal output, so static text is escaped the same way.
+func jsonText(s string) string {
+	b, _ := json.Marshal(s) // a string: cannot fail
+	return string(b[1 : len(b)-1])
+}
+
+// and joins conditions with &&; an empty list is true.
+func and(conds ...string) string {
+	var out []string
+	for _, c := range conds {
+		if c != "" && c != "true" {
+			out = append(out, paren(c))
+		}
+	}
+	if len(out) == 0 {
+		return "true"
+	}
+	return strings.Join(out, " && ")
+}
+
+// or joins conditions with ||; an empty list is false.
+func or(conds ...string) string {
+	var out []string
+	for _, c := range conds {
+		if c != "" && c != "false" {
+			out = append(out, paren(c))
+		}
+	}
+	if len(out) == 0 {
+		return "false"
+	}
+	return strings.Join(out, " || ")
+}
+
+func not(c string) string {
+	switch c {
+	case "true":
+		return "false"
+	case "false":
+		return "true"
+	}
+	return "!" + paren(c)
+}
+
+// concat joins list expressions with +; an empty list is [].
+func concat(lists []string) string {
+	if len(lists) == 0 {
+		return "[]"
+	}
+	out := make([]string, len(lists))
+	for i, l := range lists {
+		out[i] = paren(l)
+	}
+	return strings.Join(out, " + ")
+}
+
+// paren wraps an expression in parentheses unless it is a simple term.
+func paren(e string) string {
+	simple := true
+	depth := 0
+	quote := rune(0)
+	for i, r := range e {
+		switch {
+		case quote != 0:
+			if r == '\\' {
+				continue
+			}
+			if r == quote && (i == 0 || e[i-1] != '\\') {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '(' || r == '[' || r == '{':
+			depth++
+		case r == ')' || r == ']' || r == '}':
+			depth--
+		case depth == 0 && (r == ' ' || r == '?' || r == '!'):
+			simple = false
+		}
+	}
+	if simple {
+		return e
+	}
+	return "(" + e + ")"
+}
+
+// globRegexp translates a path.Match pattern into an anchored RE2 regexp
+// that matches the same names. Names here (namespaces, containers) never
+// contain '/', which path.Match's * and ? do not cross.
+func globRegexp(glob string) string {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		c := glob[i]
+		switch c {
+		case '*':
+			b.WriteString("[^/]*")
+		case '?':
+			b.WriteString("[^/]")
+		case '\\':
+			if i+1 < len(glob) {
+				i++
+				b.WriteString(regexpQuote(glob[i : i+1]))
+			}
+		case '[':
+			j := i + 1
+			var class strings.Builder
+			class.WriteString("[")
+			if j < len(glob) && glob[j] == '^' {
+				class.WriteString("^/")
+				j++
+			}
+			for ; j < len(glob) && glob[j] != ']'; j++ {
+				ch := glob[j]
+				if ch == '\\' && j+1 < len(glob) {
+					j++
+					ch = glob[j]
+				}
+				if ch == '-' {
+					class.WriteByte('-')
+					continue
+				}
+				class.WriteString(classQuote(ch))
+			}
+			class.WriteString("]")
+			b.WriteString(class.String())
+			i = j
+		default:
+			b.WriteString(regexpQuote(string(c)))
+		}
+	}
+	b.WriteString("$")
+	return b.String()
+}
+
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func classQuote(c byte) string {
+	if strings.IndexByte(`\[]^-:`, c) >= 0 {
+		return `\` + string(c)
+	}
+	return string(c)
+}
+
+// isPlainName reports whether a glob has no wildcard, so it only matches
+// itself (after unescaping) and can go into a label selector.
+func isPlainName(glob string) (string, bool) {
+	if strings.ContainsAny(glob, "*?[") {
+		return "", false
+	}
+	return strings.ReplaceAll(glob, `\`, ""), true
+}
+
+// globsMatch returns a CEL condition: name matches one of globs.
+func globsMatch(name string, globs []string) string {
+	if slices.Contains(globs, "*") {
+		return "true"
+	}
+	res := make([]string, len(globs))
+	for i, g := range globs {
+		res[i] = globRegexp(g)
+		res[i] = strings.TrimSuffix(strings.TrimPrefix(res[i], "^"), "$")
+	}
+	re := "^(?:" + strings.Join(res, "|") + ")$"
+	if _, err := syntax.Parse(re, syntax.Perl); err != nil {
+		// Validation accepted the globs, so this is a bug in globRegexp.
+		panic(fmt.Sprintf("glob %v translates to an invalid regexp %q: %v", globs, re, err))
+	}
+	return name + ".matches(" + str(re) + ")"
+}
+
+// selectorCEL returns a CEL condition equivalent to a metav1.LabelSelector
+// over labels, a CEL expression of a string map.
+func selectorCEL(labels string, sel *metav1.LabelSelector) string {
+	var conds []string
+	for _, k := range sortedKeys(sel.MatchLabels) {
+		conds = append(conds, fmt.Sprintf("%s[?%s].orValue('') == %s && %s in %s", labels, str(k), str(sel.MatchLabels[k]), str(k), labels))
+	}
+	for _, r := range sel.MatchExpressions {
+		has := fmt.Sprintf("%s in %s", str(r.Key), labels)
+		in := fmt.Sprintf("%s[?%s].orValue('') in %s", labels, str(r.Key), strList(r.Values))
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn:
+			conds = append(conds, and(has, in))
+		case metav1.LabelSelectorOpNotIn:
+			conds = append(conds, not(and(has, in)))
+		case metav1.LabelSelectorOpExists:
+			conds = append(conds, has)
+		case metav1.LabelSelectorOpDoesNotExist:
+			conds = append(conds, not(has))
+		}
+	}
+	return and(conds...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Quantity formatting. The webhook writes resource.Quantity values, whose
+// JSON is their canonical String(); a MAP computes with integers (bytes) and
+// must spell the result the same way. Canonical form depends on the value
+// and on the quantity's format, which a quantity takes from the suffix it
+// was parsed with (Ki/Mi/.. binary, k/M/.. or none decimal, e3 exponent).
+
+var (
+	pow1024 = []string{"1", "1024", "1048576", "1073741824", "1099511627776", "1125899906842624", "1152921504606846976"}
+	pow1000 = []string{"1", "1000", "1000000", "1000000000", "1000000000000", "1000000000000000", "1000000000000000000"}
+)
+
+// quantityClass returns a CEL expression of the format class ('bin', 'exp'
+// or 'dec') of the quantity string expression s.
+func quantityClass(s string) string {
+	return fmt.Sprintf("(%s.endsWith('i') ? 'bin' : %s.matches('e[0-9]+$') ? 'exp' : 'dec')", s, s)
+}
+
+// formatQuantity returns a CEL expression that spells the non-negative
+// integer expression v in the format class expression class exactly as
+// resource.Quantity.String() does (CanonicalizeBytes): binary values of at
+// least 1024 with the largest whole binary suffix, everything else with the
+// largest whole decimal suffix (or exponent), zero as "0".
+func formatQuantity(v, class string) string {
+	ks := "[6, 5, 4, 3, 2, 1, 0]"
+	bin := fmt.Sprintf("%s.filter(qk, qv %% [%s][qk] == 0).map(qk, string(qv / [%s][qk]) + ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][qk])[0]",
+		ks, strings.Join(pow1024, ", "), strings.Join(pow1024, ", "))
+	dec := fmt.Sprintf("%s.filter(qk, qv %% [%s][qk] == 0).map(qk, string(qv / [%s][qk]) + (qf == 'exp' ? (qk == 0 ? '' : 'e' + string(3 * qk)) : ['', 'k', 'M', 'G', 'T', 'P', 'E'][qk]))[0]",
+		ks, strings.Join(pow1000, ", "), strings.Join(pow1000, ", "))
+	return fmt.Sprintf("[%s].map(qf, [%s].map(qv, qv == 0 ? '0' : (qf == 'bin' && qv >= 1024) ? %s : %s)[0])[0]", class, v, bin, dec)
+}
+
+// canonicalQuantity returns a CEL expression of the canonical spelling of
+// the quantity string expression s, as the webhook's Quantity.String().
+func canonicalQuantity(s string) string {
+	return fmt.Sprintf("[%s].map(qs, %s)[0]", s, formatQuantity("quantity(qs).asInteger()", quantityClass("qs")))
+}

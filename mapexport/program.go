@@ -1,0 +1,416 @@
+package mapexport
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// program collects the CEL of one MutatingAdmissionPolicy: its variables
+// (evaluated lazily, per mutation, against the object as that mutation sees
+// it) and its mutations.
+type program struct {
+	vars      []admissionregistrationv1.Variable
+	mutations []admissionregistrationv1.Mutation
+}
+
+// def defines a variable and returns the expression that reads it.
+func (pr *program) def(name, expr string) string {
+	pr.vars = append(pr.vars, admissionregistrationv1.Variable{Name: name, Expression: expr})
+	return "variables." + name
+}
+
+func (pr *program) apply(expr string) {
+	pr.mutations = append(pr.mutations, admissionregistrationv1.Mutation{
+		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: expr},
+	})
+}
+
+func (pr *program) jsonPatch(expr string) {
+	pr.mutations = append(pr.mutations, admissionregistrationv1.Mutation{
+		PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+		JSONPatch: &admissionregistrationv1.JSONPatch{Expression: expr},
+	})
+}
+
+// pod holds the variables every policy block reads: the pod's containers
+// and volumes, the namespace's Pod Security level, and what an earlier pass
+// recorded in the status annotation.
+type pod struct {
+	inits, apps, volumes string
+	forbidsHostPath      string
+	// prev* read the status annotation an earlier pass wrote (the MAP's own
+	// on reinvocation, or the webhook's on a re-created pod). The webhook
+	// parses it as JSON; CEL has no JSON parser, so these read the exact
+	// text sandbox-webhook writes (encoding/json's compact form).
+	prevMem, prevLim, prevReq, prevConverted string
+}
+
+func podVariables(pr *program) *pod {
+	p := &pod{}
+	p.inits = pr.def("inits", "object.spec.?initContainers.orValue([])")
+	p.apps = pr.def("apps", "object.spec.containers")
+	p.volumes = pr.def("volumes", "object.spec.?volumes.orValue([])")
+	p.forbidsHostPath = pr.def("forbidsHostPath",
+		fmt.Sprintf("namespaceObject.metadata.?labels[?%s].orValue('') in ['baseline', 'restricted']", str(psaEnforceLabel)))
+	ann := pr.def("prevStatus", fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(mutate.StatusAnnotation)))
+	prevOK := pr.def("prevOK", fmt.Sprintf("%s.startsWith('{') && %s.endsWith('}')", ann, ann))
+	const memKey = `"podMemory":{"limit":"`
+	p.prevMem = pr.def("prevMem", fmt.Sprintf("%s && %s.contains(%s)", prevOK, ann, str(memKey)))
+	rest := fmt.Sprintf("%s.split(%s)[1].split('\"')", ann, str(memKey))
+	p.prevLim = pr.def("prevLimit", fmt.Sprintf("%s ? %s[0] : ''", p.prevMem, rest))
+	p.prevReq = pr.def("prevRequest", fmt.Sprintf("%s ? [%s].map(r, size(r) >= 5 && r[2] == 'request' ? r[4] : '')[0] : ''", p.prevMem, rest))
+	const convKey = `"converted":[`
+	p.prevConverted = pr.def("prevConverted", fmt.Sprintf(
+		"%s && %s.contains(%s) ? %s.split(%s)[1].split(']')[0].split(',').map(n, n.substring(1, size(n) - 1)) : []",
+		prevOK, ann, str(convKey), ann, str(convKey)))
+	return p
+}
+
+// quote is the CEL literal of a double quote, which opens and closes the
+// JSON strings of the status annotation.
+var quote = str(`"`)
+
+// text returns static status text as a CEL literal of its JSON encoding;
+// jsonString encloses it in quotes, opening and closing add only the quote
+// that opens or closes a JSON string.
+func text(s string) string       { return str(jsonText(s)) }
+func jsonString(s string) string { return str(`"` + jsonText(s) + `"`) }
+func opening(s string) string    { return str(`"` + jsonText(s)) }
+func closing(s string) string    { return str(jsonText(s) + `"`) }
+
+// psaEnforceLabel is the namespace label with the Pod Security level the
+// apiserver enforces (mutate/apply.go reads the same label).
+const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
+
+// volumeItem is a cache or an asset: a volume plus a mount in every selected
+// container.
+type volumeItem struct {
+	name, mountPath string
+	readOnly        bool
+	cache           bool // a cache (emptyDir), not an asset
+	// item is a CEL string expression: the item name in the status
+	// ("cache/x", "asset/x:hostPath" or "asset/x:image").
+	item string
+	// literal returns the CEL apply configuration of the volume.
+	literal string
+	// want is a CEL condition on a volume v: v is exactly the volume the
+	// policy injects (the webhook compares with apiequality.Semantic).
+	want func(v string) string
+
+	// Variables.
+	blocked, add, conflicts, injected, addVolume, existing string
+}
+
+// block compiles one SandboxPolicy.
+type block struct {
+	pr   *program
+	pod  *pod
+	p    *policy.Policy
+	mode policy.Mode
+
+	selInit, selApp, sel string
+	volumes              []*volumeItem
+	envAdd               []string // per env: the container names that get it
+	memory               *podMemory
+	containerMemory      bool
+	converts             string // indices of the volumes to move to disk
+	injected, skipped    []string
+}
+
+// podMemory are the variables of pod-level memory.
+type podMemory struct {
+	kept, write, limit, request, ownRequest string
+}
+
+func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode) *block {
+	b := &block{pr: pr, pod: pd, p: p, mode: mode}
+	cs := p.Spec.Containers
+	selected := func(name string) string {
+		return and(globsMatch(name, cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(name, g) })))
+	}
+	if *cs.InitContainers {
+		if cond := selected("c.name"); cond == "true" {
+			b.selInit = pd.inits
+		} else {
+			b.selInit = pr.def("selectedInit", fmt.Sprintf("%s.filter(c, %s)", pd.inits, cond))
+		}
+	} else {
+		b.selInit = "[]"
+	}
+	if cond := selected("c.name"); cond == "true" {
+		b.selApp = pd.apps
+	} else {
+		b.selApp = pr.def("selectedApp", fmt.Sprintf("%s.filter(c, %s)", pd.apps, cond))
+	}
+	b.sel = pr.def("selected", b.selInit+" + "+b.selApp)
+	return b
+}
+
+func orEmpty(globs []string, f func([]string) string) string {
+	if len(globs) == 0 {
+		return "false"
+	}
+	return f(globs)
+}
+
+// compile defines the policy's variables in the webhook's order: caches,
+// assets, env, memory, conversions.
+func (b *block) compile() {
+	for i, c := range b.p.Spec.Caches {
+		b.cache(i, c)
+	}
+	for i, a := range b.p.Spec.Assets {
+		b.asset(i, a)
+	}
+	for i, e := range b.p.Spec.Env {
+		b.env(i, e)
+	}
+	if m := b.p.Spec.Memory; m != nil {
+		if m.Level == policy.LevelContainer {
+			b.containerMemory = true
+			b.injected = append(b.injected, jsonString("memory/containers"))
+		} else {
+			b.podMemory()
+		}
+	}
+	if b.mode == policy.ModeDisk {
+		b.convert()
+	}
+}
+
+func (b *block) cache(i int, c policy.Cache) {
+	medium := ""
+	if b.mode == policy.ModeMemory {
+		medium = "Memory"
+	}
+	var fields []string
+	if medium != "" {
+		fields = append(fields, "medium: "+str(medium))
+	}
+	size := ""
+	if q := b.p.CacheSizes[i]; q != nil {
+		size = q.String()
+		fields = append(fields, "sizeLimit: "+str(size))
+	}
+	v := &volumeItem{
+		name:      c.Name,
+		mountPath: c.MountPath,
+		cache:     true,
+		item:      str("cache/" + c.Name),
+		literal: fmt.Sprintf("Object.spec.volumes{name: %s, emptyDir: Object.spec.volumes.emptyDir{%s}}",
+			str(c.Name), strings.Join(fields, ", ")),
+		want: func(v string) string {
+			sizeCond := fmt.Sprintf("!has(%s.emptyDir.sizeLimit)", v)
+			if size != "" {
+				sizeCond = fmt.Sprintf("has(%s.emptyDir.sizeLimit) && quantity(%s.emptyDir.sizeLimit).compareTo(quantity(%s)) == 0", v, v, str(size))
+			}
+			return and(
+				fmt.Sprintf("%s.all(k, k in ['name', 'emptyDir'])", v),
+				fmt.Sprintf("has(%s.emptyDir)", v),
+				fmt.Sprintf("%s.emptyDir.?medium.orValue('') == %s", v, str(medium)),
+				sizeCond)
+		},
+	}
+	b.volume(fmt.Sprintf("cache%d", i), v)
+}
+
+func (b *block) asset(i int, a policy.Asset) {
+	v := &volumeItem{name: a.Name, mountPath: a.MountPath, readOnly: true}
+	var hostPath, image *volumeItem
+	if h := a.HostPath; h != nil {
+		hostPath = &volumeItem{
+			item: str("asset/" + a.Name + ":hostPath"),
+			literal: fmt.Sprintf("Object.spec.volumes{name: %s, hostPath: Object.spec.volumes.hostPath{path: %s, type: %s}}",
+				str(a.Name), str(h.Path), str(h.Type)),
+			want: func(v string) string {
+				return and(
+					fmt.Sprintf("%s.all(k, k in ['name', 'hostPath'])", v),
+					fmt.Sprintf("has(%s.hostPath)", v),
+					fmt.Sprintf("%s.hostPath.?path.orValue('') == %s", v, str(h.Path)),
+					fmt.Sprintf("%s.hostPath.?type.orValue('') == %s", v, str(h.Type)))
+			},
+		}
+	}
+	if img := a.Image; img != nil {
+		fields := []string{"reference: " + str(img.Reference)}
+		if img.PullPolicy != "" {
+			fields = append(fields, "pullPolicy: "+str(img.PullPolicy))
+		}
+		image = &volumeItem{
+			item: str("asset/" + a.Name + ":image"),
+			literal: fmt.Sprintf("Object.spec.volumes{name: %s, image: Object.spec.volumes.image{%s}}",
+				str(a.Name), strings.Join(fields, ", ")),
+			want: func(v string) string {
+				return and(
+					fmt.Sprintf("%s.all(k, k in ['name', 'image'])", v),
+					fmt.Sprintf("has(%s.image)", v),
+					fmt.Sprintf("%s.image.?reference.orValue('') == %s", v, str(img.Reference)),
+					fmt.Sprintf("%s.image.?pullPolicy.orValue('') == %s", v, str(img.PullPolicy)))
+			},
+		}
+	}
+	switch {
+	case hostPath != nil && image != nil:
+		// The image source where the namespace's Pod Security level
+		// forbids hostPath volumes.
+		f := b.pod.forbidsHostPath
+		v.item = fmt.Sprintf("(%s ? %s : %s)", f, image.item, hostPath.item)
+		v.literal = fmt.Sprintf("(%s ? %s : %s)", f, image.literal, hostPath.literal)
+		v.want = func(x string) string {
+			return fmt.Sprintf("(%s ? %s : %s)", f, paren(image.want(x)), paren(hostPath.want(x)))
+		}
+	case hostPath != nil:
+		// Injected even where Pod Security forbids it: a loud rejection
+		// beats a silent zero reward (the webhook also warns).
+		v.item, v.literal, v.want = hostPath.item, hostPath.literal, hostPath.want
+	default:
+		v.item, v.literal, v.want = image.item, image.literal, image.want
+	}
+	b.volume(fmt.Sprintf("asset%d", i), v)
+}
+
+// volume defines the variables of one volume item, following
+// mutate's applier.volume.
+func (b *block) volume(id string, v *volumeItem) {
+	pr, pd := b.pr, b.pod
+	if strings.HasPrefix(v.item, "(") {
+		v.item = pr.def(id+"Item", v.item)
+	}
+	v.existing = pr.def(id+"Existing", fmt.Sprintf("%s.filter(v, v.name == %s)", pd.volumes, str(v.name)))
+	v.blocked = pr.def(id+"Blocked", fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]"))))
+	mp := str(v.mountPath)
+	v.conflicts = pr.def(id+"Conflicts", fmt.Sprintf(
+		"%s ? [] : %s.filter(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name != %s)).map(c, "+
+			"%s + %s + '[' + c.name + %s + c.name + %s + c.volumeMounts.filter(m, m.mountPath == %s)[0].name + %s)",
+		v.blocked, b.sel, mp, str(v.name),
+		quote, v.item, text(`]: container "`), text(`" already mounts volume "`), mp, closing(`" at `+v.mountPath+`; kept`)))
+	v.add = pr.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s)).map(c, c.name)",
+		v.blocked, b.sel, mp))
+	v.injected = pr.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", v.blocked, b.sel, v.conflicts))
+	v.addVolume = pr.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
+
+	entry := func(reason string) string { return fmt.Sprintf("[%s + %s + %s]", quote, v.item, closing(": "+reason)) }
+	b.skipped = append(b.skipped, fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s || size(%s) > 0 ? [] : %s)",
+		v.blocked, entry(fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", v.name)),
+		b.sel, entry("no container is selected"),
+		v.conflicts,
+		v.injected, v.existing, entry("every selected container already mounts something at "+v.mountPath)))
+	b.injected = append(b.injected, fmt.Sprintf("%s ? [%s + %s + %s] : []", v.injected, quote, v.item, quote))
+	b.volumes = append(b.volumes, v)
+}
+
+func (b *block) env(i int, e policy.EnvVar) {
+	pr := b.pr
+	id := fmt.Sprintf("env%d", i)
+	name := str(e.Name)
+	has := fmt.Sprintf("c.?env.orValue([]).exists(x, x.name == %s)", name)
+	b.envAdd = append(b.envAdd, pr.def(id+"Add", fmt.Sprintf("%s.filter(c, !%s).map(c, c.name)", b.sel, has)))
+	item := "env/" + e.Name
+	b.injected = append(b.injected, fmt.Sprintf("size(%s) > 0 ? [%s] : []", b.sel, jsonString(item)))
+	skipEmpty := jsonString(item + ": no container is selected")
+	if e.OnConflict == policy.Override {
+		b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : []", b.sel, skipEmpty))
+		return
+	}
+	// The pod's own value is kept (onConflict: keep): reported per
+	// container, unless it already is the policy's.
+	kept := pr.def(id+"Kept", fmt.Sprintf(
+		"%s.filter(c, %s && [c.env.filter(x, x.name == %s)[0]].exists(x, has(x.valueFrom) || x.?value.orValue('') != %s)).map(c, "+
+			"%s + c.name + %s + c.name + %s)",
+		b.sel, has, name, str(e.Value),
+		opening(item+"["), text(`]: container "`), closing(fmt.Sprintf(`" sets its own %s; kept (onConflict: keep)`, e.Name))))
+	b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : %s", b.sel, skipEmpty, kept))
+}
+
+// podMemory follows mutate's applier.memory: the pod-level limit is the
+// headroom raised to the largest container limit and to the request; the
+// request is the containers' effective request as the apiserver computes it
+// (KEP-753: init containers, native sidecars, limits standing in for missing
+// requests), at least the policy's minimum; the pod's own values are kept.
+func (b *block) podMemory() {
+	pr, pd := b.pr, b.pod
+	headroom, minimum := b.p.MemoryLimit, b.p.MemoryRequest
+	hv, _ := headroom.AsInt64()
+	mv, _ := minimum.AsInt64()
+
+	lim := pr.def("podLimit", "object.spec.?resources.?limits.?memory.orValue('')")
+	req := pr.def("podRequest", "object.spec.?resources.?requests.?memory.orValue('')")
+	sameQ := func(a, b string) string {
+		return fmt.Sprintf("isQuantity(%s) && quantity(%s).compareTo(quantity(%s)) == 0", b, a, b)
+	}
+	// Values an earlier pass set (recorded in the status annotation) are
+	// recomputed; values the pod author set are kept.
+	ours := pr.def("memoryOurs", and(pd.prevMem, lim+" != ''", sameQ(lim, pd.prevLim),
+		or(pd.prevReq+" == ''", and(req+" != ''", sameQ(req, pd.prevReq)))))
+	kept := pr.def("memoryKept", fmt.Sprintf("%s != '' && !%s", lim, ours))
+	ownReq := pr.def("memoryOwnRequest", and(req+" != ''", or(not(ours), pd.prevReq+" == ''")))
+
+	effective := "c.?resources.?requests.?memory.orValue(c.?resources.?limits.?memory.orValue(''))"
+	initReqs := pr.def("initRequests", fmt.Sprintf("%s.map(c, %s)", pd.inits, effective))
+	initSide := pr.def("initSidecar", fmt.Sprintf("%s.map(c, c.?restartPolicy.orValue('') == 'Always')", pd.inits))
+	sidecars := func(n string) string {
+		return fmt.Sprintf("lists.range(%s).filter(j, %s[j] && %s[j] != '').map(j, %s[j])", n, initSide, initReqs, initReqs)
+	}
+	// Each init container's requirement while it runs: its request plus
+	// the sidecars started before it (a sidecar: the sidecars up to it).
+	// Lists of quantities, summed later, so the sum's format can be that
+	// of its first non-zero term, as resource.Quantity.Add keeps it.
+	cands := pr.def("initCandidates", fmt.Sprintf(
+		"lists.range(size(%s)).map(i, %s[i] ? %s : (%s[i] != '' ? [%s[i]] : []) + %s).filter(l, size(l) > 0)",
+		pd.inits, initSide, sidecars("i + 1"), initReqs, initReqs, sidecars("i")))
+	sum := func(l string) string { return fmt.Sprintf("%s.map(s, quantity(s).asInteger()).sum()", l) }
+	candVals := pr.def("initCandidateValues", fmt.Sprintf("%s.map(l, %s)", cands, sum("l")))
+	running := pr.def("runningRequests", fmt.Sprintf("%s.map(c, %s).filter(s, s != '') + %s", pd.apps, effective, sidecars("size("+pd.inits+")")))
+	winner := pr.def("effectiveTerms", fmt.Sprintf(
+		"size(%s) > 0 && (size(%s) == 0 || %s.max() > %s) ? %s[%s.indexOf(%s.max())] : %s",
+		cands, running, candVals, sum(running), cands, candVals, candVals, running))
+	aggVal := pr.def("effectiveValue", sum(winner))
+	nonZero := fmt.Sprintf("%s.filter(s, quantity(s).asInteger() != 0)", winner)
+	aggStr := pr.def("effectiveRequest", formatQuantity(aggVal,
+		fmt.Sprintf("[%s].map(nz, size(nz) > 0 ? %s : 'bin')[0]", nonZero, quantityClass("nz[0]"))))
+
+	reqVal := pr.def("requestValue", fmt.Sprintf("%s ? quantity(%s).asInteger() : (%d > %s ? %d : %s)", ownReq, req, mv, aggVal, mv, aggVal))
+	reqStr := pr.def("requestString", fmt.Sprintf("%s ? %s : (%d > %s ? %s : %s)", ownReq, canonicalQuantity(req), mv, aggVal, str(minimum.String()), aggStr))
+	limStrs := pr.def("containerLimits", fmt.Sprintf("(%s + %s).map(c, c.?resources.?limits.?memory.orValue('')).filter(s, s != '')", pd.inits, pd.apps))
+	limVals := pr.def("containerLimitValues", fmt.Sprintf("%s.map(s, quantity(s).asInteger())", limStrs))
+	maxLim := pr.def("maxContainerLimit", fmt.Sprintf("size(%s) > 0 ? %s.max() : 0", limVals, limVals))
+	lim1Val := fmt.Sprintf("(%s > %d ? %s : %d)", maxLim, hv, maxLim, hv)
+	lim1Str := fmt.Sprintf("(%s > %d ? %s : %s)", maxLim, hv, canonicalQuantity(fmt.Sprintf("%s[%s.indexOf(%s)]", limStrs, limVals, maxLim)), str(headroom.String()))
+	limVal := pr.def("limitValue", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqVal, lim1Val))
+	limStr := pr.def("limitString", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqStr, lim1Str))
+	write := pr.def("memoryWrite", and(not(kept), or(lim+" == ''", req+" == ''",
+		fmt.Sprintf("quantity(%s).asInteger() != %s", lim, limVal), fmt.Sprintf("quantity(%s).asInteger() != %s", req, reqVal))))
+	b.memory = &podMemory{kept: kept, write: write, limit: limStr, request: reqStr, ownRequest: ownReq}
+
+	b.injected = append(b.injected, fmt.Sprintf("%s ? [] : [%s]", kept, jsonString("memory/pod")))
+	b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []",
+		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), canonicalQuantity(lim), closing("); kept")))
+}
+
+// convert follows mutate's applier.convert: in disk mode the pod's own
+// memory-backed emptyDirs move to disk, except those keepMemoryVolumes names.
+func (b *block) convert() {
+	pr, pd := b.pr, b.pod
+	var keeps []string
+	for _, ref := range b.p.Spec.KeepMemoryVolumes {
+		if ref.Name != "" {
+			keeps = append(keeps, fmt.Sprintf("v.name == %s", str(ref.Name)))
+		}
+		if ref.MountPath != "" {
+			keeps = append(keeps, fmt.Sprintf("(%s + %s).exists(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name == v.name))",
+				pd.inits, pd.apps, str(ref.MountPath)))
+		}
+	}
+	keep := or(keeps...)
+	memory := "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Memory'"
+	b.converts = pr.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
+		pd.volumes, pd.volumes, memory, paren(keep)))
+	b.skipped = append(b.skipped, fmt.Sprintf("%s.filter(v, %s && %s).map(v, %s + v.name + %s)",
+		pd.volumes, memory, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
+}
