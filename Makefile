@@ -9,14 +9,14 @@ GO_TEST    ?= go test
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/sandbox-webhook.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook ./cmd/webhook
 
 .PHONY: tools
-tools: ## Build the e2e control plane (kube-apiserver, etcd) into bin/ unless present.
+tools: ## Build the e2e control plane (kube-apiserver, etcd) into bin/ unless already current.
 	bash hack/tools.sh
 
 .PHONY: test
@@ -33,9 +33,16 @@ lint: ## gofmt, go vet and golangci-lint.
 bench: ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: e2e
+e2e: tools ## Run only the end-to-end suite and the demo's test (race detector on).
+	$(GO_TEST) -race -count=1 ./e2e/...
+
 .PHONY: demo
-demo: build tools ## Start a local apiserver with the webhook and show what it injects.
-	go run ./e2e/demo
+demo: build tools ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
+	@command -v kubectl >/dev/null || bash hack/tools.sh kubectl
+	@echo "[demo] compiling the demo program"
+	@go build -o $(BIN)/sandbox-webhook-demo ./e2e/demo
+	@$(BIN)/sandbox-webhook-demo $(DEMO_FLAGS)
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).
