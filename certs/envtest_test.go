@@ -40,6 +40,9 @@ var shared struct {
 var globalLogs = &logBuffer{}
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(serveChildEnv); args != "" {
+		os.Exit(runServeChild(args))
+	}
 	logf.SetLogger(globalLogs.logger())
 	klog.SetLogger(globalLogs.logger().WithName("klog"))
 	code := m.Run()
@@ -113,15 +116,25 @@ func certManagerCRD(name string) (string, error) {
 // rules of o.RBAC(): a Role in o.Namespace and a ClusterRole.
 func restrictedUser(t *testing.T, admin *rest.Config, o *Options) *rest.Config {
 	t.Helper()
+	cfg := userWithRules(t, admin, "", o).Config()
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg
+}
+
+// userWithRules is restrictedUser with extra cluster-wide rules; suffix tells
+// several users of one test apart.
+func userWithRules(t *testing.T, admin *rest.Config, suffix string, o *Options, extra ...rbacv1.PolicyRule) *envtest.AuthenticatedUser {
+	t.Helper()
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(admin)
-	name := "certs-test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	name := "certs-test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + suffix
 	user, err := shared.env.AddUser(envtest.User{Name: name}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}
 	role, clusterRole := o.RBAC()
+	clusterRole = append(clusterRole, extra...)
 	if len(role) > 0 {
 		if _, err := kube.RbacV1().Roles(o.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: role}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -146,9 +159,7 @@ func restrictedUser(t *testing.T, admin *rest.Config, o *Options) *rest.Config {
 			t.Fatal(err)
 		}
 	}
-	cfg := user.Config()
-	cfg.QPS, cfg.Burst = 50, 100
-	return cfg
+	return user
 }
 
 func createNamespace(t *testing.T, admin *rest.Config, prefix string) string {
