@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// mapLabel scopes an exported MutatingAdmissionPolicy to its test's
+// namespaces: the binding's namespaceSelector requires mapLabel=<scope>, the
+// way instanceLabel scopes a webhook configuration.
+const mapLabel = "e2e.sandbox-webhook.io/map"
+
+// installMAP creates the exported policies and bindings, each binding
+// narrowed to the namespaces labelled mapLabel=scope, and waits until the
+// apiserver applies them to probe (a sandbox pod in such a namespace). They
+// are deleted when the test ends.
+func installMAP(t *testing.T, exported []mapexport.Exported, scope string, probe *corev1.Pod) {
+	t.Helper()
+	ctx := t.Context()
+	api := suite.cs.AdmissionregistrationV1()
+	for _, e := range exported {
+		p, b := e.Policy.DeepCopy(), e.Binding.DeepCopy()
+		p.Name += "-" + scope
+		b.Name += "-" + scope
+		b.Spec.PolicyName = p.Name
+		b.Spec.MatchResources = &admissionregistrationv1.MatchResources{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{mapLabel: scope}},
+		}
+		if _, err := api.MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating MutatingAdmissionPolicy %s: %v", p.Name, err)
+		}
+		t.Cleanup(func() {
+			if err := api.MutatingAdmissionPolicies().Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting MutatingAdmissionPolicy %s: %v", p.Name, err)
+			}
+		})
+		if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating MutatingAdmissionPolicyBinding %s: %v", b.Name, err)
+		}
+		t.Cleanup(func() {
+			if err := api.MutatingAdmissionPolicyBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting MutatingAdmissionPolicyBinding %s: %v", b.Name, err)
+			}
+		})
+	}
+	if err := harness.WaitMutating(ctx, suite.cs, probe, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exportSet loads a golden policy set and exports it as the webhook runs it.
+func exportSet(t *testing.T, set golden.Set) ([]mapexport.Exported, []mapexport.Gap) {
+	t.Helper()
+	var paths []string
+	for _, p := range set.Policies {
+		paths = append(paths, golden.Path(p))
+	}
+	ps, err := policy.Load(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, ok := mutate.ParseLeakMitigation(set.LeakMitigation)
+	if !ok {
+		t.Fatalf("leak mitigation %q", set.LeakMitigation)
+	}
+	exported, gaps, err := mapexport.Export(ps, mapexport.Options{LeakMitigation: lm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exported, gaps
+}
+
+// TestMAPEquivalence: for every pod of the golden corpus under every policy
+// set that exports without gaps (the example policies in both modes, the
+// memory policy forced to disk, the hostPath-only asset), the pod the
+// apiserver stores with the exported MutatingAdmissionPolicy installed (and
+// no webhook) equals, field for field, the pod it stores with the webhook
+// installed (and no MAP): metadata.annotations, the status annotation
+// included, spec and status, after dropping only what the server assigns per
+// object (uid, resourceVersion, creationTimestamp, managedFields, the
+// namespace, a generated name). A pod the webhook's result gets rejected
+// (Pod Security) is rejected with the MAP too. The two act in separate
+// namespaces, twins with the same labels, so they never see the same pod.
+//
+// The set whose export has gaps (several enforcing policies and a shadow
+// one) must report exactly those gaps: the command refuses it by default.
+func TestMAPEquivalence(t *testing.T) {
+	nsLabels := golden.NamespaceLabels(t)
+	names := slices.Sorted(maps.Keys(nsLabels))
+	cases := golden.Cases(t)
+	for _, set := range golden.Sets {
+		t.Run(set.Name, func(t *testing.T) {
+			exported, gaps := exportSet(t, set)
+			if len(gaps) > 0 {
+				var got []string
+				for _, g := range gaps {
+					got = append(got, g.Policy+": "+g.What)
+				}
+				want := []string{
+					"b-extra: several enforcing policies (a-uv-cache, b-extra)",
+					"c-shadow: enforcement: shadow",
+				}
+				if set.Name != "multi" || !slices.Equal(sorted(got), want) {
+					t.Fatalf("export gaps %q, want none (or for multi %q)", got, want)
+				}
+				t.Logf("%s: not exportable without --allow-gaps: %q", set.Name, got)
+				return
+			}
+
+			// Twin namespaces: same labels as the corpus's, one set
+			// served by the webhook, the other by the MAP.
+			scope := "mapeq-" + set.Name
+			twin := func(ns, side string) string { return ns + "-" + set.Name + "-" + side }
+			var whNamespaces []*corev1.Namespace
+			for _, ns := range names {
+				labels := maps.Clone(nsLabels[ns])
+				delete(labels, "kubernetes.io/metadata.name")
+				whNamespaces = append(whNamespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twin(ns, "wh"), Labels: labels}})
+				mapLabels := maps.Clone(labels)
+				mapLabels[mapLabel] = scope
+				ensureNamespace(t, twin(ns, "map"), mapLabels)
+			}
+			policies := map[string][]byte{}
+			for _, p := range set.Policies {
+				files, err := policyFiles(golden.Path(p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				maps.Copy(policies, files)
+			}
+			newInstance(t, scope, instanceOptions{
+				policies:       policies,
+				leakMitigation: set.LeakMitigation,
+				namespaces:     whNamespaces,
+			})
+			installMAP(t, exported, scope, sandboxPod(twin("sandboxes", "map"), "probe"))
+			t.Cleanup(func() {
+				for _, ns := range names {
+					for _, side := range []string{"wh", "map"} {
+						err := suite.cs.CoreV1().Pods(twin(ns, side)).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+						if err != nil {
+							t.Errorf("deleting the pods in %s: %v", twin(ns, side), err)
+						}
+					}
+				}
+			})
+
+			for _, c := range cases {
+				if c.Set.Name != set.Name {
+					continue
+				}
+				t.Run(c.Name, func(t *testing.T) {
+					_, input := golden.Pod(t, c.Input)
+					viaWebhook, whErr := createIn(t, input, twin(input.Namespace, "wh"))
+					viaMAP, mapErr := createIn(t, input, twin(input.Namespace, "map"))
+					switch {
+					case whErr != nil || mapErr != nil:
+						if !sameRejection(whErr, mapErr) {
+							t.Fatalf("outcomes differ\n  webhook: %v\n  MAP:     %v", whErr, mapErr)
+						}
+						t.Logf("both rejected: %v", whErr)
+					default:
+						// Not vacuous: where the corpus expects a
+						// mutation, both must have made it.
+						_, expected := golden.Pod(t, c.Output)
+						if harness.Mutated(expected) && (!harness.Mutated(viaWebhook) || !harness.Mutated(viaMAP)) {
+							t.Fatalf("the corpus expects a mutation: mutated by the webhook %v, by the MAP %v", harness.Mutated(viaWebhook), harness.Mutated(viaMAP))
+						}
+						if diff := cmp.Diff(comparable(viaWebhook), comparable(viaMAP)); diff != "" {
+							t.Errorf("the pod stored with the MAP differs from the pod stored with the webhook (-webhook +MAP):\n%s", diff)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// createIn creates a copy of pod in namespace ns and returns it as stored.
+func createIn(t *testing.T, pod *corev1.Pod, ns string) (*corev1.Pod, error) {
+	t.Helper()
+	p := pod.DeepCopy()
+	p.Namespace = ns
+	return suite.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+}
+
+// sameRejection reports whether both creates were rejected by Pod Security
+// for the same violations (the messages name the namespace's level and the
+// pod's violations, not the namespace).
+func sameRejection(a, b error) bool {
+	if a == nil || b == nil || !apierrors.IsForbidden(a) || !apierrors.IsForbidden(b) {
+		return false
+	}
+	violation := func(err error) string {
+		_, v, _ := strings.Cut(err.Error(), "violates PodSecurity")
+		return v
+	}
+	return violation(a) != "" && violation(a) == violation(b)
+}
