@@ -58,6 +58,8 @@ type server struct {
 	readyChecks map[string]healthz.Checker
 	runnables   map[string]Runnable
 	draining    atomic.Bool
+	// after is time.After; tests end the shutdown delay themselves.
+	after func(time.Duration) <-chan time.Time
 }
 
 func newServer(o *Options) (*server, error) {
@@ -66,6 +68,7 @@ func newServer(o *Options) (*server, error) {
 		log:       o.Logger,
 		registry:  prometheus.NewRegistry(),
 		runnables: map[string]Runnable{},
+		after:     time.After,
 	}
 	s.metrics = newServerMetrics(s.registry)
 	s.admission = admission.NewMetrics(s.registry)
@@ -235,14 +238,12 @@ func (s *server) run(ctx context.Context) error {
 	if runErr == nil && o.ShutdownDelay > 0 {
 		log.Info("Shutting down: not ready and closing keep-alive connections; still answering while endpoints drop this server",
 			"delay", o.ShutdownDelay.String())
-		t := time.NewTimer(o.ShutdownDelay)
 		select {
-		case <-t.C:
+		case <-s.after(o.ShutdownDelay):
 		case runErr = <-errc:
 		case err := <-whDone:
 			runErr = webhookStopped(err)
 		}
-		t.Stop()
 	}
 	if runErr != nil {
 		log.Error(runErr, "Shutting down after an error")
