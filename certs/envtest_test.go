@@ -127,7 +127,7 @@ func userWithRules(t *testing.T, admin *rest.Config, suffix string, o *Options, 
 	t.Helper()
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(admin)
-	name := "certs-test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + suffix
+	name := "certs-test-" + o.Namespace + suffix // namespaces are generated, so unique
 	user, err := shared.env.AddUser(envtest.User{Name: name}, admin)
 	if err != nil {
 		t.Fatal(err)
