@@ -153,7 +153,7 @@ func TestCertManagerMode(t *testing.T) {
 			return fmt.Errorf("%s = %v, want %d", metricNotAfter, got, notAfter.Unix())
 		}
 		if ready, err := gauge(reg, metricReady); err != nil || ready != 1 {
-			return fmt.Errorf("%s = %v, %v; want 1", metricReady, ready, err)
+			return fmt.Errorf("%s = %v, want 1 (%w)", metricReady, ready, err)
 		}
 		return nil
 	})
@@ -180,7 +180,7 @@ func TestCertManagerMode(t *testing.T) {
 	})
 	waitFor(t, "readiness with Ready=False", func() error {
 		if err := check(nil); err == nil || !strings.Contains(err.Error(), "issuer selfsigned not found") {
-			return fmt.Errorf("check = %v", err)
+			return fmt.Errorf("check = %w", err)
 		}
 		return nil
 	})

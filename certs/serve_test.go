@@ -120,7 +120,7 @@ func TestServeSelfManaged(t *testing.T) {
 	defer func() {
 		if !stopped {
 			_ = child.Process.Kill()
-			<-exited
+			t.Logf("serve killed: %v", <-exited)
 		}
 	}()
 
