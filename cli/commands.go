@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
@@ -13,5 +14,6 @@ func extraCommands() []*cobra.Command {
 	return []*cobra.Command{
 		server.NewCommand(certs.NewServeExtension()),
 		certs.NewCommand(),
+		mapexport.NewCommand(),
 	}
 }

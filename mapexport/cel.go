@@ -297,3 +297,57 @@ func formatQuantity(v, class string) string {
 func canonicalQuantity(s string) string {
 	return fmt.Sprintf("[%s].map(qs, %s)[0]", s, formatQuantity("quantity(qs).asInteger()", quantityClass("qs")))
 }
+
+// layout breaks a long expression into lines at its top-level operators
+// and method calls, so the YAML of an exported policy shows it as a
+// readable block. CEL ignores the whitespace; string literals are never
+// split.
+func layout(e string) string {
+	const width = 100
+	if len(e) <= width || strings.Contains(e, "\n") {
+		return e
+	}
+	var (
+		lines []string
+		start int
+		depth int
+		quote byte
+	)
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		case c == '\'' || c == '"':
+			quote = c
+			continue
+		case c == '(' || c == '[' || c == '{':
+			depth++
+			continue
+		case c == ')' || c == ']' || c == '}':
+			depth--
+			continue
+		}
+		if depth != 0 || i == start {
+			continue
+		}
+		rest := e[i:]
+		for _, op := range []string{" && ", " || ", " ? ", " : ", " + ", ".filter(", ".map(", ".exists(", ".all("} {
+			if strings.HasPrefix(rest, op) {
+				lines = append(lines, strings.TrimSpace(e[start:i]))
+				start = i
+				break
+			}
+		}
+	}
+	lines = append(lines, strings.TrimSpace(e[start:]))
+	if len(lines) == 1 {
+		return e
+	}
+	return strings.Join(lines, "\n  ")
+}

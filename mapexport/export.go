@@ -68,7 +68,7 @@ var Differences = []string{
 	"no warnings: the apiserver shows clients no warning from a MAP (the webhook's kept env vars, hostPaths in a Pod Security namespace, contested items)",
 	"no metrics or logs of decisions: a MAP is observed through the apiserver's own admission metrics",
 	"the status annotation of an earlier pass (reinvocation, a re-created pod) is read by its exact text, as sandbox-webhook writes it; the webhook parses any JSON",
-	"memory quantities are computed in whole bytes: a pod with a fractional-byte or larger than 8Ei memory quantity is rejected (failurePolicy: Fail) instead of mutated",
+	"memory quantities are computed in whole bytes: a pod with a fractional-byte or exabyte-sized memory quantity is rejected (failurePolicy: Fail) instead of mutated",
 }
 
 // Export compiles every policy of set to a MutatingAdmissionPolicy

@@ -20,7 +20,7 @@ type program struct {
 
 // def defines a variable and returns the expression that reads it.
 func (pr *program) def(name, expr string) string {
-	pr.vars = append(pr.vars, admissionregistrationv1.Variable{Name: name, Expression: expr})
+	pr.vars = append(pr.vars, admissionregistrationv1.Variable{Name: name, Expression: layout(expr)})
 	return "variables." + name
 }
 
@@ -34,7 +34,7 @@ func (pr *program) apply(expr string) {
 func (pr *program) jsonPatch(expr string) {
 	pr.mutations = append(pr.mutations, admissionregistrationv1.Mutation{
 		PatchType: admissionregistrationv1.PatchTypeJSONPatch,
-		JSONPatch: &admissionregistrationv1.JSONPatch{Expression: expr},
+		JSONPatch: &admissionregistrationv1.JSONPatch{Expression: layout(expr)},
 	})
 }
 
@@ -375,13 +375,19 @@ func (b *block) podMemory() {
 	aggStr := pr.def("effectiveRequest", formatQuantity(aggVal,
 		fmt.Sprintf("[%s].map(nz, size(nz) > 0 ? %s : 'bin')[0]", nonZero, quantityClass("nz[0]"))))
 
-	reqVal := pr.def("requestValue", fmt.Sprintf("%s ? quantity(%s).asInteger() : (%d > %s ? %d : %s)", ownReq, req, mv, aggVal, mv, aggVal))
-	reqStr := pr.def("requestString", fmt.Sprintf("%s ? %s : (%d > %s ? %s : %s)", ownReq, canonicalQuantity(req), mv, aggVal, str(minimum.String()), aggStr))
+	reqVal, reqStr := aggVal, aggStr
+	if mv > 0 {
+		reqVal = fmt.Sprintf("(%d > %s ? %d : %s)", mv, aggVal, mv, aggVal)
+		reqStr = fmt.Sprintf("(%d > %s ? %s : %s)", mv, aggVal, str(minimum.String()), aggStr)
+	}
+	reqVal = pr.def("requestValue", fmt.Sprintf("%s ? quantity(%s).asInteger() : %s", ownReq, req, reqVal))
+	reqStr = pr.def("requestString", fmt.Sprintf("%s ? %s : %s", ownReq, pr.def("podRequestCanonical", canonicalQuantity(req)), reqStr))
 	limStrs := pr.def("containerLimits", fmt.Sprintf("(%s + %s).map(c, c.?resources.?limits.?memory.orValue('')).filter(s, s != '')", pd.inits, pd.apps))
 	limVals := pr.def("containerLimitValues", fmt.Sprintf("%s.map(s, quantity(s).asInteger())", limStrs))
 	maxLim := pr.def("maxContainerLimit", fmt.Sprintf("size(%s) > 0 ? %s.max() : 0", limVals, limVals))
+	maxLimStr := pr.def("maxContainerLimitCanonical", canonicalQuantity(fmt.Sprintf("%s[%s.indexOf(%s)]", limStrs, limVals, maxLim)))
 	lim1Val := fmt.Sprintf("(%s > %d ? %s : %d)", maxLim, hv, maxLim, hv)
-	lim1Str := fmt.Sprintf("(%s > %d ? %s : %s)", maxLim, hv, canonicalQuantity(fmt.Sprintf("%s[%s.indexOf(%s)]", limStrs, limVals, maxLim)), str(headroom.String()))
+	lim1Str := fmt.Sprintf("(%s > %d ? %s : %s)", maxLim, hv, maxLimStr, str(headroom.String()))
 	limVal := pr.def("limitValue", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqVal, lim1Val))
 	limStr := pr.def("limitString", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqStr, lim1Str))
 	write := pr.def("memoryWrite", and(not(kept), or(lim+" == ''", req+" == ''",
@@ -390,7 +396,7 @@ func (b *block) podMemory() {
 
 	b.injected = append(b.injected, fmt.Sprintf("%s ? [] : [%s]", kept, jsonString("memory/pod")))
 	b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []",
-		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), canonicalQuantity(lim), closing("); kept")))
+		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), pr.def("podLimitCanonical", canonicalQuantity(lim)), closing("); kept")))
 }
 
 // convert follows mutate's applier.convert: in disk mode the pod's own

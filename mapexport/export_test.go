@@ -1,0 +1,249 @@
+package mapexport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+func load(t *testing.T, paths ...string) *policy.Set {
+	t.Helper()
+	for i := range paths {
+		paths[i] = golden.Path(paths[i])
+	}
+	set, err := policy.Load(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// TestExportGolden: the exported objects of the example policies, as
+// export-map writes them. REFRESH_GOLDEN=true rewrites the files.
+func TestExportGolden(t *testing.T) {
+	for _, mode := range []string{"memory", "disk"} {
+		t.Run(mode, func(t *testing.T) {
+			src := "examples/policies/" + mode
+			exported, gaps, err := Export(load(t, src), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gaps) > 0 {
+				t.Fatalf("gaps: %v", gaps)
+			}
+			var out bytes.Buffer
+			if err := WriteYAML(&out, exported, gaps, []string{src}); err != nil {
+				t.Fatal(err)
+			}
+			golden.Compare(t, "mapexport/testdata/"+mode+".yaml", out.Bytes())
+		})
+	}
+}
+
+// TestExportShape checks what the golden files show, so a refresh cannot
+// quietly change it: CREATE of pods only, kube-system and the excluded
+// namespaces never, Fail, IfNeeded, the policy's selectors as selectors.
+func TestExportShape(t *testing.T) {
+	exported, _, err := Export(load(t, "examples/policies/memory"), Options{ExcludeNamespaces: []string{"sandbox-webhook"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exported) != 1 {
+		t.Fatalf("%d exported policies, want 1", len(exported))
+	}
+	p, b := exported[0].Policy, exported[0].Binding
+	if p.Name != "sandbox-webhook-sandbox-seed" || b.Spec.PolicyName != p.Name {
+		t.Errorf("policy %q bound by %q", p.Name, b.Spec.PolicyName)
+	}
+	s := p.Spec
+	if *s.FailurePolicy != "Fail" || s.ReinvocationPolicy != "IfNeeded" {
+		t.Errorf("failurePolicy %s, reinvocationPolicy %s", *s.FailurePolicy, s.ReinvocationPolicy)
+	}
+	rules := s.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"pods"}) || len(rules[0].Operations) != 1 || rules[0].Operations[0] != "CREATE" {
+		t.Errorf("resource rules %+v, want pods CREATE", rules)
+	}
+	want := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: "NotIn", Values: []string{"kube-system", "sandbox-webhook"}}
+	if !slices.ContainsFunc(s.MatchConstraints.NamespaceSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+		return cmp.Equal(r, want)
+	}) {
+		t.Errorf("namespace selector %+v lacks %+v", s.MatchConstraints.NamespaceSelector, want)
+	}
+	obj := s.MatchConstraints.ObjectSelector
+	if obj.MatchLabels["app"] != "sandbox" || len(obj.MatchExpressions) != 1 || obj.MatchExpressions[0].Key != "sandbox-webhook.io/skip" {
+		t.Errorf("object selector %+v, want app=sandbox and the opt-out label NotIn [true]", obj)
+	}
+}
+
+// TestGaps: a shadow policy and several enforcing policies are gaps, listed
+// exactly; the example sets have none.
+func TestGaps(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		paths  []string
+		opts   Options
+		want   []Gap
+		policy int // exported policies
+	}{
+		{name: "memory", paths: []string{"examples/policies/memory"}, policy: 1},
+		{name: "disk", paths: []string{"examples/policies/disk"}, policy: 1},
+		{name: "forced disk", paths: []string{"examples/policies/memory"}, opts: Options{LeakMitigation: mutate.LeakMitigationOn}, policy: 1},
+		{name: "hostpath only", paths: []string{"testdata/policies/hostpath-only.yaml"}, policy: 1},
+		{name: "multi", paths: []string{"testdata/policies/multi"}, policy: 2, want: []Gap{
+			{Policy: "c-shadow", What: "enforcement: shadow",
+				Why: "a MAP has no report-only mode: it mutates or it does nothing, and it cannot count or log what it would do; not exported"},
+			{Policy: "b-extra", What: "several enforcing policies (a-uv-cache, b-extra)",
+				Why: "the webhook applies policies in name order, gives a contested volume, mount path, env var or pod-level memory to the first, " +
+					"and writes one status annotation for all; the apiserver runs MAPs in no defined order and each writes the annotation for itself"},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exported, gaps, err := Export(load(t, c.paths...), c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(c.want, gaps); d != "" {
+				t.Errorf("gaps (-want +got):\n%s", d)
+			}
+			if len(exported) != c.policy {
+				t.Errorf("%d exported policies, want %d", len(exported), c.policy)
+			}
+			for _, e := range exported {
+				_, partial := e.Policy.Annotations[GapsAnnotation]
+				mine := slices.ContainsFunc(gaps, func(g Gap) bool { return g.Policy == e.Source })
+				if partial != mine {
+					t.Errorf("%s: %s annotation %q, gaps of its own %v", e.Policy.Name, GapsAnnotation, e.Policy.Annotations[GapsAnnotation], mine)
+				}
+			}
+		})
+	}
+}
+
+// TestReinvocation: a container another webhook adds after the MAP ran gets
+// its mounts and env, and the pod-level request is recomputed, exactly as
+// the webhook does when the apiserver reinvokes it.
+func TestReinvocation(t *testing.T) {
+	for _, mode := range []string{"memory", "disk"} {
+		t.Run(mode, func(t *testing.T) {
+			set := load(t, "examples/policies/"+mode)
+			exported, _, err := Export(set, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"basic", "requests-only", "init-and-sidecar", "pod-level-request-only", "memory-emptydirs"} {
+				t.Run(name, func(t *testing.T) {
+					_, in := golden.Pod(t, "testdata/pods/"+name+".yaml")
+					in = canonical(t, in)
+					ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Namespace, Labels: map[string]string{"kubernetes.io/metadata.name": in.Namespace}}}
+					mns := mutate.Namespace{Name: ns.Name, Labels: ns.Labels}
+					late := corev1.Container{Name: "late", Image: "busybox", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("3Gi")}}}
+
+					first := canonical(t, mutate.Pod(in, mns, set, mutate.Options{}).Pod)
+					first.Spec.Containers = append(first.Spec.Containers, late)
+					want := mutate.Pod(canonical(t, first), mns, set, mutate.Options{}).Pod
+
+					got, err := Apply(context.Background(), exported, in, ns)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = canonical(t, got)
+					got.Spec.Containers = append(got.Spec.Containers, late)
+					if got, err = Apply(context.Background(), exported, canonical(t, got), ns); err != nil {
+						t.Fatal(err)
+					}
+					if d := cmp.Diff(asMap(t, canonical(t, want)), asMap(t, canonical(t, got))); d != "" {
+						t.Errorf("after reinvocation (-webhook +MAP):\n%s", d)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestCommand(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		cmd := NewCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	multi := golden.Path("testdata/policies/multi")
+
+	t.Run("refuses gaps", func(t *testing.T) {
+		out, err := run("-p", multi)
+		if !errors.Is(err, ErrGaps) {
+			t.Fatalf("error %v, want ErrGaps", err)
+		}
+		for _, want := range []string{`policy "c-shadow": enforcement: shadow`, `policy "b-extra": several enforcing policies`, "--allow-gaps"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not say %q:\n%v", want, err)
+			}
+		}
+		if strings.Contains(out, "MutatingAdmissionPolicy") {
+			t.Errorf("wrote policies although it refused:\n%s", out)
+		}
+	})
+	t.Run("partial", func(t *testing.T) {
+		out, err := run("-p", multi, "--allow-gaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"# PARTIAL EXPORT (--allow-gaps)", `#   - policy "c-shadow": enforcement: shadow: a MAP has no report-only mode`,
+			"name: sandbox-webhook-a-uv-cache", "name: sandbox-webhook-b-extra", GapsAnnotation + ": several enforcing policies"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "c-shadow\n") || strings.Contains(out, "name: sandbox-webhook-c-shadow") {
+			t.Errorf("exported the shadow policy")
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		out, err := run("-p", golden.Path("examples/policies/disk"), "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Kind  string
+			Items []map[string]any
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		var kinds []string
+		for _, it := range list.Items {
+			kinds = append(kinds, it["kind"].(string))
+		}
+		if list.Kind != "List" || !slices.Equal(kinds, []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}) {
+			t.Errorf("%s of %v", list.Kind, kinds)
+		}
+	})
+	t.Run("flags", func(t *testing.T) {
+		for args, want := range map[string]string{
+			"-p x -o xml":                  `must be one of yaml, json, not "xml"`,
+			"-p x --leak-mitigation=maybe": `must be one of on, off, policy, not "maybe"`,
+			"-o yaml":                      "--policy is required",
+		} {
+			if _, err := run(strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %v, want %q", args, err, want)
+			}
+		}
+	})
+}
