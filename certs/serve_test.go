@@ -19,7 +19,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
@@ -173,5 +175,40 @@ func TestServeSelfManaged(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Logf("serve's log:\n%s", stderr.String())
+	}
+}
+
+// TestServeExtensionApply: files mode leaves serve alone; cert-manager mode adds
+// its readiness check and runnable but leaves the certificate to --cert-dir.
+func TestServeExtensionApply(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"} // never contacted: nothing is started
+
+	files := &ServeExtension{Options: &Options{Mode: ModeFiles}}
+	o := server.Options{CertDir: t.TempDir(), RESTConfig: cfg}
+	if err := files.Apply(context.Background(), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.GetCertificate != nil || len(o.ReadyChecks) != 0 || len(o.Runnables) != 0 {
+		t.Errorf("files mode changed serve's options: %+v", o)
+	}
+
+	cm := &ServeExtension{Options: &Options{Mode: ModeCertManager, Namespace: "ns", Certificate: "crt", Registerer: prometheus.NewRegistry()}}
+	o = server.Options{CertDir: t.TempDir(), RESTConfig: cfg}
+	if err := cm.Apply(context.Background(), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.GetCertificate != nil {
+		t.Error("cert-manager mode must leave the certificate to serve's certwatcher")
+	}
+	if _, ok := o.ReadyChecks["cert-manager-certificate"]; !ok || len(o.ReadyChecks) != 1 {
+		t.Errorf("ReadyChecks = %v", o.ReadyChecks)
+	}
+	if _, ok := o.Runnables["certificates"]; !ok || len(o.Runnables) != 1 {
+		t.Errorf("Runnables = %v", o.Runnables)
+	}
+
+	bad := &ServeExtension{Options: &Options{Mode: ModeSelfManaged}}
+	if err := bad.Apply(context.Background(), &server.Options{RESTConfig: cfg}); err == nil || !strings.Contains(err.Error(), "needs --cert-secret") {
+		t.Errorf("Apply with incomplete flags: %v", err)
 	}
 }
