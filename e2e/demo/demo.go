@@ -373,8 +373,9 @@ func summarize(out io.Writer, d demoPod, stored *corev1.Pod, warnings []string, 
 	if err := json.Unmarshal([]byte(status), &st); err != nil {
 		row("status", status)
 	}
+	row("status", mutate.StatusAnnotation+" annotation:")
 	for _, p := range st.Policies {
-		row("policy", fmt.Sprintf("%s (%s mode): %s", p.Name, p.Mode, strings.Join(p.Injected, ", ")))
+		row("  policy", fmt.Sprintf("%s (%s mode): %s", p.Name, p.Mode, strings.Join(p.Injected, ", ")))
 		for _, s := range p.Skipped {
 			row("  skipped", s)
 		}
