@@ -26,6 +26,7 @@ type dryRunOptions struct {
 	leakMitigation  string
 	output          string
 	check           bool
+	mapCompare      bool
 }
 
 func newDryRunCommand(streams IOStreams) *cobra.Command {
@@ -71,6 +72,7 @@ Exit codes: 0 success; 1 invalid policy, unreadable input or other error;
 	f.StringVar(&o.leakMitigation, "leak-mitigation", "policy", "on (every policy disk-backed), off (every policy memory-backed) or policy")
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch or diff")
 	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources); exit 3 if any")
+	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
 }
 
@@ -78,7 +80,8 @@ Exit codes: 0 success; 1 invalid policy, unreadable input or other error;
 type dryRunPod struct {
 	name    string // "Kind namespace/name"
 	ns      mutate.Namespace
-	before  []byte // the object before mutation, as YAML (for diff)
+	input   *corev1.Pod // the pod (or template) before mutation
+	before  []byte      // the object before mutation, as YAML (for diff)
 	patch   []byte // JSONPatch (relative to the object, not the template)
 	result  mutate.Result
 	changed bool
@@ -148,6 +151,11 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 
 	for _, p := range pods {
 		writeReport(streams.ErrOut, p)
+	}
+	if o.mapCompare {
+		if err := writeMAPComparison(streams.ErrOut, set, opts, pods); err != nil {
+			return err
+		}
 	}
 	if err := o.writeOutput(streams.Out, docs, pods); err != nil {
 		return err
@@ -221,6 +229,7 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if err := json.Unmarshal(raw, pod); err != nil {
 		return nil, fmt.Errorf("not a valid pod: %w", err)
 	}
+	p.input = pod
 	p.result = mutate.Pod(pod, ns, set, opts)
 	if !p.result.Changed {
 		return p, nil

@@ -21,10 +21,11 @@ import (
 
 func load(t *testing.T, paths ...string) *policy.Set {
 	t.Helper()
-	for i := range paths {
-		paths[i] = golden.Path(paths[i])
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		abs[i] = golden.Path(p)
 	}
-	set, err := policy.Load(paths...)
+	set, err := policy.Load(abs...)
 	if err != nil {
 		t.Fatal(err)
 	}

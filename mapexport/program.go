@@ -174,7 +174,7 @@ func (b *block) compile() {
 	if m := b.p.Spec.Memory; m != nil {
 		if m.Level == policy.LevelContainer {
 			b.containerMemory = true
-			b.injected = append(b.injected, jsonString("memory/containers"))
+			b.injected = append(b.injected, "["+jsonString("memory/containers")+"]")
 		} else {
 			b.podMemory()
 		}
