@@ -82,7 +82,7 @@ type dryRunPod struct {
 	ns      mutate.Namespace
 	input   *corev1.Pod // the pod (or template) before mutation
 	before  []byte      // the object before mutation, as YAML (for diff)
-	patch   []byte // JSONPatch (relative to the object, not the template)
+	patch   []byte      // JSONPatch (relative to the object, not the template)
 	result  mutate.Result
 	changed bool
 }
