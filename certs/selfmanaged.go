@@ -69,7 +69,7 @@ func newSelfManaged(log logr.Logger, o *Options, cfg *rest.Config, certDir strin
 	secretKey := types.NamespacedName{Namespace: o.Namespace, Name: o.Secret}
 	mgr, err := manager.New(cfg, manager.Options{
 		Logger: log,
-		// The manager's own cache serves only the file writer's informer: one Secret.
+		// The manager's own cache holds only secretCert's informer: the one Secret.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {
 				Namespaces: map[string]cache.Config{o.Namespace: {}},
