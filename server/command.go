@@ -307,7 +307,9 @@ func newLogger(level string, w io.Writer) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("--log-level %q: must be info or debug", level)
 	}
 	return zap.New(
-		zap.WriteTo(w),
+		// Locked: w may be any writer (cobra's ErrOrStderr), and logs come
+		// from many goroutines.
+		zap.WriteTo(zapcore.Lock(zapcore.AddSync(w))),
 		zap.JSONEncoder(),
 		zap.Level(lvl),
 		zap.StacktraceLevel(zapcore.PanicLevel),
