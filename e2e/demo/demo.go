@@ -83,7 +83,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}
 		return p
 	}
-	step := stepper(out)
 
 	// Everything started is stopped on the way out, in reverse order, even
 	// when a second Ctrl-C arrives while stopping.
@@ -105,7 +104,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 	fmt.Fprintf(out, "sandbox-webhook demo: a local kube-apiserver %s with the webhook in front of it\n\n", harness.KubeVersion)
 
-	done := step("Starting kube-apiserver and etcd")
+	done := newStep(out, "Starting kube-apiserver and etcd")
 	cpLog, err := os.Create(filepath.Join(o.dir, "controlplane.log"))
 	if err != nil {
 		return err
@@ -113,34 +112,34 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	defer cpLog.Close()
 	cp, err := harness.StartControlPlane(o.assets, cpLog)
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	stops = append(stops, cp.Stop)
 	kubeconfig := filepath.Join(o.dir, "kubeconfig")
 	if err := cp.WriteKubeConfig(kubeconfig); err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
-	done(nil)
+	done.ok()
 
-	done = step("Generating a CA and serving certificate (sandbox-webhook certs generate)")
+	done = newStep(out, "Generating a CA and serving certificate (sandbox-webhook certs generate)")
 	certs, err := harness.NewCerts(ctx, o.webhook, filepath.Join(o.dir, "tls"), "127.0.0.1")
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
-	done(nil)
+	done.ok()
 
-	done = step("Starting sandbox-webhook serve with examples/policies/memory")
+	done = newStep(out, "Starting sandbox-webhook serve with examples/policies/memory")
 	policyDir := filepath.Join(o.dir, "policies")
 	if err := copyDir(filepath.Join(root, "examples", "policies", "memory"), policyDir); err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	leakFile := filepath.Join(o.dir, "leak-mitigation")
 	if err := os.WriteFile(leakFile, []byte("policy\n"), 0o644); err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: ownNamespace}},
@@ -148,12 +147,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		{ObjectMeta: metav1.ObjectMeta{Name: baselineNS, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}},
 	} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			return done(err)
+			return done.fail(err)
 		}
 	}
 	webhookLog, err := os.Create(filepath.Join(o.dir, "webhook.log"))
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	defer webhookLog.Close()
 	wh, err := harness.StartWebhook(ctx, harness.WebhookOptions{
@@ -167,12 +166,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		Log:                webhookLog,
 	})
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	stops = append(stops, wh.Stop)
-	done(nil)
+	done.ok()
 
-	done = step("Installing the chart's MutatingWebhookConfiguration (webhook.url → the local process)")
+	done = newStep(out, "Installing the chart's MutatingWebhookConfiguration (webhook.url → the local process)")
 	mwc, err := harness.RenderWebhookConfiguration(ctx, root, harness.ConfigOptions{
 		Release:   "sandbox-webhook",
 		Namespace: ownNamespace,
@@ -180,19 +179,19 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		CABundle:  certs.Current().CA,
 	})
 	if err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	if err := harness.InstallWebhookConfiguration(ctx, cs, mwc); err != nil {
-		return done(err)
+		return done.fail(err)
 	}
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sandboxNS, Name: "probe", Labels: map[string]string{"app": "sandbox"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.37"}}},
 	}
 	if err := harness.WaitMutating(ctx, cs, probe, true); err != nil {
-		return done(err)
+		return done.fail(err)
 	}
-	done(nil)
+	done.ok()
 
 	// A client that keeps the warnings the apiserver passes on, as kubectl
 	// prints them.
@@ -257,8 +256,11 @@ Logs:            %s (one line per decision), %s
 // Sandbox pods come first, the others (never sent to the webhook) last.
 func examplePods(root string) ([]demoPod, error) {
 	files, err := filepath.Glob(filepath.Join(root, "examples", "pods", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no example pods in examples/pods: %v", err)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, errors.New("no example pods in examples/pods")
 	}
 	slices.Sort(files)
 	var sandboxes, others []demoPod
@@ -469,20 +471,24 @@ func describeVolume(v corev1.Volume) string {
 	return "volume"
 }
 
-// stepper prints "label… ok (1.2s)" lines.
-func stepper(out io.Writer) func(string) func(error) error {
-	return func(label string) func(error) error {
-		start := time.Now()
-		fmt.Fprintf(out, "  %s… ", label)
-		return func(err error) error {
-			if err != nil {
-				fmt.Fprintln(out, "failed")
-				return err
-			}
-			fmt.Fprintf(out, "ok (%s)\n", time.Since(start).Round(100*time.Millisecond))
-			return nil
-		}
-	}
+// step prints "label… ok (1.2s)" or "label… failed".
+type step struct {
+	out   io.Writer
+	start time.Time
+}
+
+func newStep(out io.Writer, label string) step {
+	fmt.Fprintf(out, "  %s… ", label)
+	return step{out: out, start: time.Now()}
+}
+
+func (s step) ok() {
+	fmt.Fprintf(s.out, "ok (%s)\n", time.Since(s.start).Round(100*time.Millisecond))
+}
+
+func (s step) fail(err error) error {
+	fmt.Fprintln(s.out, "failed")
+	return err
 }
 
 type warningLog struct {

@@ -162,7 +162,10 @@ func (w *Webhook) waitReady(ctx context.Context, done <-chan struct{}) error {
 			err := w.err
 			w.cmd = nil
 			w.mu.Unlock()
-			return fmt.Errorf("sandbox-webhook serve exited before it was ready: %v (last /readyz: %s)", err, last)
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return fmt.Errorf("sandbox-webhook serve exited before it was ready (last /readyz: %s): %w", last, err)
 		case <-ctx.Done():
 			return errors.Join(fmt.Errorf("sandbox-webhook serve not ready (last /readyz: %s)", last), w.Stop())
 		case <-time.After(100 * time.Millisecond):

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+)
+
+// TestBurstMAP: the burst of 100 concurrent sandbox pod creates, in one run,
+// through the exported MutatingAdmissionPolicy, through the webhook, and
+// with neither (each in its own namespace, warmed up the same way). Every
+// pod is admitted; each MAP pod equals the webhook pod of the same name;
+// no pod of the third namespace is mutated. The latency distributions are
+// logged and written to e2e-burst-map.txt next to the burst report
+// ($E2E_REPORT's directory, default _output/). Timing is reported, never
+// asserted.
+func TestBurstMAP(t *testing.T) {
+	const scope = "burstmap"
+	mapNS, webhookNS, noneNS := scope+"-map", scope+"-webhook", scope+"-none"
+	newInstance(t, scope, instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: webhookNS}}},
+	})
+	ensureNamespace(t, mapNS, map[string]string{mapLabel: scope})
+	ensureNamespace(t, noneNS, nil)
+	exported, gaps := exportSet(t, golden.Set{Name: "memory", Policies: []string{"examples/policies/memory"}})
+	if len(gaps) > 0 {
+		t.Fatalf("gaps: %v", gaps)
+	}
+	installMAP(t, exported, scope, sandboxPod(mapNS, "probe"))
+	ctx := t.Context()
+
+	type run struct {
+		name, ns string
+		res      burstResult
+	}
+	runs := []*run{{name: "with-map", ns: mapNS}, {name: "with-webhook", ns: webhookNS}, {name: "neither", ns: noneNS}}
+	for _, r := range runs {
+		for i := range 10 {
+			createPod(t, sandboxPod(r.ns, fmt.Sprintf("warmup-%d", i)))
+		}
+	}
+	for _, r := range runs {
+		r.res = burst(ctx, r.ns, "sandbox", burstSize)
+		for _, err := range r.res.errs {
+			t.Errorf("%s: create failed: %v", r.name, err)
+		}
+		if len(r.res.pods) != burstSize {
+			t.Errorf("%s: %d/%d admitted", r.name, len(r.res.pods), burstSize)
+		}
+	}
+
+	byName := func(pods []*corev1.Pod) map[string]*corev1.Pod {
+		m := map[string]*corev1.Pod{}
+		for _, p := range pods {
+			m[p.Name] = p
+		}
+		return m
+	}
+	viaMAP, viaWebhook := byName(runs[0].res.pods), byName(runs[1].res.pods)
+	differ := 0
+	for _, name := range slices.Sorted(maps.Keys(viaMAP)) {
+		p := viaMAP[name]
+		if probs := seedProblems(p, corev1.StorageMediumMemory); len(probs) > 0 {
+			t.Errorf("MAP pod %s:%s", fmtPod(p), joinProblems(probs))
+			continue
+		}
+		if w, ok := viaWebhook[name]; ok {
+			if d := cmp.Diff(comparable(w), comparable(p)); d != "" {
+				differ++
+				if differ <= 3 {
+					t.Errorf("pod %s differs (-webhook +MAP):\n%s", name, d)
+				}
+			}
+		}
+	}
+	for _, p := range runs[1].res.pods {
+		if probs := seedProblems(p, corev1.StorageMediumMemory); len(probs) > 0 {
+			t.Errorf("webhook pod %s:%s", fmtPod(p), joinProblems(probs))
+			break
+		}
+	}
+	for _, p := range runs[2].res.pods {
+		if harness.Mutated(p) {
+			t.Errorf("pod %s in a namespace neither selects was mutated", fmtPod(p))
+			break
+		}
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# e2e burst, MAP vs webhook vs neither: %d concurrent sandbox pod creates (client-go) each, examples/policies/memory, kube-apiserver %s + etcd on loopback, GOMAXPROCS=%d, race detector in the client=%v, %s\n",
+		burstSize, harness.KubeVersion, runtime.GOMAXPROCS(0), raceEnabled, time.Now().UTC().Format(time.RFC3339))
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%-13s %s errors=%d\n", r.name, quantiles(r.res.latencies), len(r.res.errs))
+	}
+	t.Log("\n" + b.String())
+	path := filepath.Join(suite.root, "_output", "e2e-burst-map.txt")
+	if r := os.Getenv("E2E_REPORT"); r != "" {
+		path = filepath.Join(filepath.Dir(r), "e2e-burst-map.txt")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report written to %s", path)
+}
