@@ -111,9 +111,8 @@ func (a *applier) asset(i int, sel []target) {
 		src.HostPath = &corev1.HostPathVolumeSource{Path: as.HostPath.Path, Type: &t}
 		item += ":hostPath"
 		if forbidsHostPath {
-			a.warn("namespace %q enforces Pod Security %q, which forbids hostPath volumes, so this pod will be rejected: "+
-				"give asset %q an image source (spec.assets[%d].image) or run sandboxes in a namespace labelled %s=privileged",
-				a.ns.Name, level, as.Name, i, psaEnforceLabel)
+			a.warn("the pod will be rejected: namespace %q enforces Pod Security %q, which forbids hostPath asset %q; "+
+				"give the asset an image source or use a privileged namespace", a.ns.Name, level, as.Name)
 		}
 	} else {
 		src.Image = &corev1.ImageVolumeSource{
@@ -322,7 +321,12 @@ func (a *applier) containerMemory(sel []target) {
 		if r.Limits == nil {
 			r.Limits = corev1.ResourceList{}
 		}
-		r.Limits[corev1.ResourceMemory] = a.p.MemoryLimit.DeepCopy()
+		// A limit below the container's own request is invalid.
+		lim := a.p.MemoryLimit.DeepCopy()
+		if req, ok := r.Requests[corev1.ResourceMemory]; ok && req.Cmp(lim) > 0 {
+			lim = req.DeepCopy()
+		}
+		r.Limits[corev1.ResourceMemory] = lim
 		if _, ok := r.Requests[corev1.ResourceMemory]; !ok {
 			if r.Requests == nil {
 				r.Requests = corev1.ResourceList{}

@@ -7,13 +7,23 @@ import (
 )
 
 // PodResourceProblems returns the reasons the apiserver would reject the
-// pod's pod-level memory (KEP-2837 validation). It backs dry-run --check; the
-// core never produces such a pod itself.
+// pod's memory settings: a container request above its limit, and the
+// pod-level rules (KEP-2837 validation). It backs dry-run --check; the core
+// never produces such a pod itself.
 func PodResourceProblems(spec *corev1.PodSpec) []string {
-	if spec.Resources == nil {
-		return nil
-	}
 	var out []string
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			req, hasReq := cs[i].Resources.Requests[corev1.ResourceMemory]
+			lim, hasLim := cs[i].Resources.Limits[corev1.ResourceMemory]
+			if hasReq && hasLim && req.Cmp(lim) > 0 {
+				out = append(out, fmt.Sprintf("container %q memory request %s exceeds its limit %s", cs[i].Name, req.String(), lim.String()))
+			}
+		}
+	}
+	if spec.Resources == nil {
+		return out
+	}
 	lim, hasLim := spec.Resources.Limits[corev1.ResourceMemory]
 	req, hasReq := spec.Resources.Requests[corev1.ResourceMemory]
 	if hasLim {
