@@ -52,7 +52,7 @@ build() {
 	total=$(cd "$tools" && go list -deps "$pkg" | wc -l)
 	log "$name: compiling up to $total packages (a cold build takes a few minutes on two cores)"
 	mkdir -p "$bin"
-	(cd "$tools" && go build -v -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg") 2>&1 |
+	(cd "$tools" && go build -v -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg") 2>&1 |
 		awk -v name="$name" -v total="$total" '
 			/^[A-Za-z0-9_.\/~-]+$/ {
 				n++
