@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,7 +89,7 @@ func TestCertificateRotation(t *testing.T) {
 	secondNotAfter := time.Now().Add(20 * time.Hour).Truncate(time.Second)
 	cert, key = e.ca.issue(t, 11, secondNotAfter)
 	swap("2", cert, key)
-	addr := strings.TrimPrefix(strings.Split(e.webhookURL, "/mutate")[0], "https://")
+	addr := e.webhookAddr()
 	eventually(t, "the new certificate on new connections", func() bool {
 		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: e.ca.pool})
 		if err != nil {

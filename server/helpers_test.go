@@ -174,53 +174,93 @@ func newTestEnv(t testing.TB, configure func(*Options)) *testEnv {
 	writeFile(t, filepath.Join(e.certDir, "tls.key"), string(key))
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), policyYAML("a"))
 
-	port, health, metrics := freePort(t), freePort(t), freePort(t)
 	e.opts = Options{
-		PolicyPaths:            []string{e.policyDir},
-		CertDir:                e.certDir,
-		BindAddress:            "127.0.0.1",
-		Port:                   port,
-		HealthProbeBindAddress: fmt.Sprintf("127.0.0.1:%d", health),
-		MetricsBindAddress:     fmt.Sprintf("127.0.0.1:%d", metrics),
-		ReloadInterval:         time.Hour, // file events alone must do
-		ReadTimeout:            10 * time.Second,
-		WriteTimeout:           30 * time.Second,
+		PolicyPaths:    []string{e.policyDir},
+		CertDir:        e.certDir,
+		BindAddress:    "127.0.0.1",
+		ReloadInterval: time.Hour, // file events alone must do
+		ReadTimeout:    10 * time.Second,
+		WriteTimeout:   30 * time.Second,
 		KubeClient: fake.NewClientset(
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes"}},
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "own"}},
 		),
 		Logger: zap.New(zap.WriteTo(newTestWriter(t)), zap.UseDevMode(true)),
 	}
+	e.pickPorts()
 	if configure != nil {
 		configure(&e.opts)
 	}
-	e.webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path)
-	e.healthURL = fmt.Sprintf("http://127.0.0.1:%d", health)
-	e.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	e.client = e.newClient(false)
 	return e
 }
 
-// start runs the server; before, if given, may adjust it (tests swap the
-// namespace lookup).
+// pickPorts chooses free ports for the webhook and the side servers.
+func (e *testEnv) pickPorts() {
+	port, health, metrics := freePort(e.t), freePort(e.t), freePort(e.t)
+	e.opts.Port = port
+	e.opts.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
+	e.opts.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metrics)
+	e.webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path)
+	e.healthURL = fmt.Sprintf("http://127.0.0.1:%d", health)
+	e.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+}
+
+func (e *testEnv) webhookAddr() string {
+	return fmt.Sprintf("127.0.0.1:%d", e.opts.Port)
+}
+
+// start runs the server and waits for its webhook listener; before, if
+// given, may adjust the server first (tests swap the namespace lookup).
+// A port taken by another process between picking and binding it is picked
+// again.
 func (e *testEnv) start(before func(*server)) {
 	e.t.Helper()
-	if err := e.opts.complete(); err != nil {
-		e.t.Fatal(err)
-	}
-	s, err := newServer(&e.opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if before != nil {
-		before(s)
-	}
-	e.srv = s
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	e.done = make(chan error, 1)
-	go func() { e.done <- s.run(ctx) }()
 	e.t.Cleanup(func() { e.stop() })
+	for attempt := 1; ; attempt++ {
+		if err := e.opts.complete(); err != nil {
+			e.t.Fatal(err)
+		}
+		s, err := newServer(&e.opts)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if before != nil {
+			before(s)
+		}
+		e.srv = s
+		ctx, cancel := context.WithCancel(context.Background())
+		e.cancel = cancel
+		e.done = make(chan error, 1)
+		go func() { e.done <- s.run(ctx) }()
+
+		var runErr error
+		listening := false
+		eventually(e.t, "the webhook listener", func() bool {
+			select {
+			case runErr = <-e.done:
+				return true
+			default:
+			}
+			c, err := net.Dial("tcp", e.webhookAddr())
+			if err == nil {
+				c.Close()
+				listening = true
+			}
+			return listening
+		})
+		if listening {
+			return
+		}
+		cancel()
+		e.cancel = nil
+		if runErr != nil && strings.Contains(runErr.Error(), "address already in use") && attempt < 5 {
+			e.t.Logf("port clash, retrying: %v", runErr)
+			e.pickPorts()
+			continue
+		}
+		e.t.Fatalf("Run returned at start: %v", runErr)
+	}
 }
 
 // stop cancels the server and waits for Run to return.
@@ -266,6 +306,12 @@ func (e *testEnv) get(url string) (int, string) {
 func (e *testEnv) waitReady() {
 	e.t.Helper()
 	eventually(e.t, "/readyz", func() bool {
+		select {
+		case err := <-e.done:
+			e.cancel = nil
+			e.t.Fatalf("Run returned: %v", err)
+		default:
+		}
 		code, _ := e.get(e.healthURL + "/readyz")
 		return code == http.StatusOK
 	})

@@ -48,7 +48,7 @@ type reloader struct {
 	interval   time.Duration
 	target     *atomic.Pointer[admission.Config]
 	metrics    *serverMetrics
-	afterStore func() // test hook: called after every publish
+	watcher    *fsnotify.Watcher // nil when file watching is unavailable
 
 	mu       sync.Mutex
 	policies sourceState
@@ -173,9 +173,6 @@ func (r *reloader) publish() {
 	}
 	r.target.Store(cfg)
 	r.metrics.setConfig(cfg)
-	if r.afterStore != nil {
-		r.afterStore()
-	}
 }
 
 func (r *reloader) succeeded(s *sourceState, source string) {
@@ -192,19 +189,27 @@ func (r *reloader) failed(s *sourceState, source string, err error, msg string, 
 	r.log.Error(err, msg, append(kv, "problems", strings.Split(err.Error(), "\n"))...)
 }
 
-// run re-reads on file events in the watched directories and every
-// interval, until ctx ends.
-func (r *reloader) run(ctx context.Context) error {
+// start sets up the file watches and reads the files once. The watches come
+// first, so that no change after the read goes unnoticed.
+func (r *reloader) start() {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		r.log.Error(err, "File watching is unavailable; relying on the periodic re-check", "interval", r.interval)
 	} else {
-		defer w.Close()
+		r.watcher = w
 		r.watch(w)
 	}
+	r.reload()
+}
+
+// run re-reads on file events in the watched directories and every
+// interval, until ctx ends. start must have been called.
+func (r *reloader) run(ctx context.Context) error {
+	w := r.watcher
 	var events <-chan fsnotify.Event
 	var werrs <-chan error
 	if w != nil {
+		defer w.Close()
 		events, werrs = w.Events, w.Errors
 	}
 	tick := time.NewTicker(r.interval)

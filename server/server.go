@@ -155,7 +155,7 @@ func (s *server) run(ctx context.Context) error {
 
 	// The first read; a failure is logged and shown, and the server stays
 	// unready until a later read succeeds.
-	s.reloader.reload()
+	s.reloader.start()
 	if _, err := s.getCert(&tls.ClientHelloInfo{}); err != nil {
 		log.Error(err, "No serving certificate yet")
 	}

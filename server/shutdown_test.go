@@ -108,7 +108,7 @@ func TestGracefulShutdown(t *testing.T) {
 	shuttingDown.Store(true)
 	e.cancel()
 	eventually(t, "the listener to close", func() bool {
-		c, err := tls.Dial("tcp", strings.TrimPrefix(strings.Split(e.webhookURL, "/mutate")[0], "https://"), &tls.Config{RootCAs: e.ca.pool})
+		c, err := tls.Dial("tcp", e.webhookAddr(), &tls.Config{RootCAs: e.ca.pool})
 		if err == nil {
 			c.Close()
 		}
@@ -204,7 +204,7 @@ func TestShutdownDelay(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	e.cancel = nil
-	if _, err := net.Dial("tcp", strings.TrimPrefix(strings.Split(e.webhookURL, "/mutate")[0], "https://")); err == nil {
+	if _, err := net.Dial("tcp", e.webhookAddr()); err == nil {
 		t.Error("the webhook port still accepts connections after Run returned")
 	}
 }

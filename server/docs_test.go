@@ -1,0 +1,84 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/sandbox-webhook/sandbox-webhook/admission"
+)
+
+// TestDocs keeps docs/serve.md in step with the code: every flag and every
+// metric is documented, every documented metric exists, and the example
+// config file is accepted.
+func TestDocs(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "serve.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+
+	NewCommand().Flags().VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(doc, "`--"+f.Name+"`") {
+			t.Errorf("docs/serve.md does not document --%s", f.Name)
+		}
+	})
+
+	reg := prometheus.NewRegistry()
+	m := newServerMetrics(reg)
+	m.reloaded(sourcePolicies, nil) // make the label-only gauges appear
+	admission.NewMetrics(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, mf := range mfs {
+		registered[mf.GetName()] = true
+	}
+	for _, name := range []string{"sandbox_webhook_policy_hits_total", "sandbox_webhook_shadow_decisions_total",
+		"sandbox_webhook_policy_set_info", "sandbox_webhook_leak_mitigation_info", "sandbox_webhook_admission_duration_seconds"} {
+		registered[name] = true // vectors without samples yet
+	}
+	documented := map[string]bool{}
+	for _, name := range regexp.MustCompile("`(sandbox_webhook_[a-z_]+)`").FindAllStringSubmatch(doc, -1) {
+		documented[name[1]] = true
+	}
+	for _, name := range sorted(registered) {
+		if !documented[name] {
+			t.Errorf("docs/serve.md does not document metric %s", name)
+		}
+	}
+	for _, name := range sorted(documented) {
+		if !registered[name] {
+			t.Errorf("docs/serve.md documents metric %s, which does not exist", name)
+		}
+	}
+
+	block := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(doc)
+	if block == nil {
+		t.Fatal("docs/serve.md has no example config file")
+	}
+	fs := NewCommand().Flags()
+	if err := applyConfig(fs, "docs/serve.md", []byte(block[1])); err != nil {
+		t.Errorf("the example config file: %v", err)
+	}
+	if o, err := flagValuesOf(t, fs).options(fs); err != nil || len(o.PolicyPaths) != 1 {
+		t.Errorf("the example config file: %+v %v", o, err)
+	}
+}
+
+func sorted(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
