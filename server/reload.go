@@ -39,16 +39,16 @@ const reloadDebounce = 100 * time.Millisecond
 // whole new Config; an invalid one is logged with every problem, counted and
 // shown on /status, and the last good Config keeps serving.
 type reloader struct {
-	log        logr.Logger
-	paths      []string
-	load       func(paths ...string) (*policy.Set, error)
-	leakFile   string
-	leakFlag   mutate.LeakMitigation
-	exclude    []string
-	interval   time.Duration
-	target     *atomic.Pointer[admission.Config]
-	metrics    *serverMetrics
-	watcher    *fsnotify.Watcher // nil when file watching is unavailable
+	log      logr.Logger
+	paths    []string
+	load     func(paths ...string) (*policy.Set, error)
+	leakFile string
+	leakFlag mutate.LeakMitigation
+	exclude  []string
+	interval time.Duration
+	target   *atomic.Pointer[admission.Config]
+	metrics  *serverMetrics
+	watcher  *fsnotify.Watcher // nil when file watching is unavailable
 
 	mu       sync.Mutex
 	policies sourceState
