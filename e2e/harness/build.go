@@ -9,12 +9,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // BuildWebhook builds cmd/webhook of the repository at root into
 // dir/sandbox-webhook and returns its path. No race detector: the binary under
 // test is the one users run.
+//
+// Builds are serialized across processes with a lock file under
+// root/_output: test packages that run at once then compile the binary's
+// dependencies once, the later builds finding them in the Go build cache.
 func BuildWebhook(ctx context.Context, root, dir string) (string, error) {
+	unlock, err := lockFile(filepath.Join(root, "_output", ".build-webhook.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	out := filepath.Join(dir, "sandbox-webhook")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/webhook")
 	cmd.Dir = root
@@ -58,4 +68,21 @@ func RunCommand(ctx context.Context, binary string, args ...string) (Result, err
 		return r, fmt.Errorf("sandbox-webhook %s: %w\n%s", strings.Join(args, " "), err, r.Stderr)
 	}
 	return r, nil
+}
+
+// lockFile takes an exclusive advisory lock on path, creating it, and
+// returns the function that releases it.
+func lockFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }
