@@ -202,6 +202,13 @@ func (r *reloader) start() {
 	r.reload()
 }
 
+// stop releases the file watches of a reloader that will not run.
+func (r *reloader) stop() {
+	if r.watcher != nil {
+		_ = r.watcher.Close()
+	}
+}
+
 // run re-reads on file events in the watched directories and every
 // interval, until ctx ends. start must have been called.
 func (r *reloader) run(ctx context.Context) error {

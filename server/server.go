@@ -178,6 +178,7 @@ func (s *server) run(ctx context.Context) error {
 			for _, l := range listeners {
 				_ = l.Close()
 			}
+			s.reloader.stop()
 			return fmt.Errorf("listening for %s on %s: %w", side.name, side.addr, err)
 		}
 		log.Info("Listening", "for", side.name, "address", l.Addr().String())

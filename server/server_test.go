@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -208,5 +210,31 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	if o.TLSMinVersion != tls.VersionTLS13 || o.MaxRequestBytes != 3<<20 || o.LeakMitigation != mutate.LeakMitigationPolicy {
 		t.Errorf("defaults: %+v", o)
+	}
+}
+
+// TestPortInUse: a port that cannot be bound stops Run with the reason.
+func TestPortInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		name   string
+		modify func(*Options)
+		want   string
+	}{
+		{"health", func(o *Options) { o.HealthProbeBindAddress = taken.Addr().String() }, "listening for health probes"},
+		{"webhook", func(o *Options) { o.Port = port }, "webhook server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, tc.modify)
+			err := Run(context.Background(), e.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "address already in use") {
+				t.Errorf("Run = %v, want %q and address already in use", err, tc.want)
+			}
+		})
 	}
 }
