@@ -256,16 +256,14 @@ func TestNoConfigYet(t *testing.T) {
 func TestPanicIsAnErroredResponse(t *testing.T) {
 	f := newFixture(t, memoryPolicies(t), mutate.Options{})
 	f.handler.namespaces = func(context.Context, string) (mutate.Namespace, bool) {
-		var m map[string]string
-		m["boom"] = "x" // assignment to a nil map
-		return mutate.Namespace{}, false
+		panic("the namespace cache exploded")
 	}
 	req, _ := create("sandboxes", podJSON(t, "basic"))
 	resp := f.admit(req)
 	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError {
 		t.Fatalf("response = %+v", resp.Result)
 	}
-	if !strings.Contains(resp.Result.Message, "internal error") || !strings.Contains(resp.Result.Message, "nil map") {
+	if !strings.Contains(resp.Result.Message, "internal error") || !strings.Contains(resp.Result.Message, "the namespace cache exploded") {
 		t.Errorf("message = %q", resp.Result.Message)
 	}
 	if resp.UID != req.UID {

@@ -216,7 +216,11 @@ func (e *testEnv) webhookAddr() string {
 // again.
 func (e *testEnv) start(before func(*server)) {
 	e.t.Helper()
-	e.t.Cleanup(func() { e.stop() })
+	e.t.Cleanup(func() {
+		if err := e.stop(); err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	})
 	for attempt := 1; ; attempt++ {
 		if err := e.opts.complete(); err != nil {
 			e.t.Fatal(err)
