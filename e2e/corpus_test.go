@@ -68,6 +68,7 @@ func TestCorpus(t *testing.T) {
 	}
 
 	cases := golden.Cases(t)
+	requireCoverage(t, cases)
 	for _, set := range golden.Sets {
 		t.Run(set.Name, func(t *testing.T) {
 			policies := map[string][]byte{}
@@ -179,6 +180,38 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 		if lim, _ := podLimit(stored); lim.Cmp(own) != 0 {
 			t.Errorf("the pod's own pod-level memory limit %s became %s", &own, &lim)
 		}
+	}
+}
+
+// requireCoverage fails when the corpus lost a kind of pod case 2 names: a
+// container limit above the headroom, no memory request anywhere, and the
+// pod's own pod-level resources.
+func requireCoverage(t *testing.T, cases []golden.Case) {
+	t.Helper()
+	var aboveHeadroom, requestless, podLevel bool
+	for _, c := range cases {
+		_, pod := golden.Pod(t, c.Input)
+		if pod.Labels["app"] != "sandbox" {
+			continue
+		}
+		anyRequest := false
+		for _, ctr := range allContainers(pod) {
+			if l, ok := ctr.Resources.Limits[corev1.ResourceMemory]; ok && l.Cmp(headroom) > 0 {
+				aboveHeadroom = true
+			}
+			_, ok := ctr.Resources.Requests[corev1.ResourceMemory]
+			anyRequest = anyRequest || ok
+		}
+		if _, ok := podRequest(pod); ok {
+			anyRequest = true
+		}
+		requestless = requestless || !anyRequest
+		_, ok := podLimit(pod)
+		podLevel = podLevel || ok
+	}
+	if !aboveHeadroom || !requestless || !podLevel {
+		t.Fatalf("the corpus lacks a sandbox pod with a container limit above %s (%v), one without memory requests (%v) or one with its own pod-level memory (%v)",
+			&headroom, aboveHeadroom, requestless, podLevel)
 	}
 }
 

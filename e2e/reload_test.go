@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +100,27 @@ spec:
 	got = createPod(t, sandboxPod(ns, "after-invalid"))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after an invalid policy update the last good set should serve:%s", joinProblems(p))
+	}
+	// The rejection is visible on /status: the errors name the bad field,
+	// and the serving set is still the last good one.
+	raw, err := in.webhook.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct {
+		Policies struct {
+			Errors   []string
+			Policies []struct{ Name, Mode string }
+		}
+	}
+	if err := json.Unmarshal([]byte(raw), &status); err != nil {
+		t.Fatalf("/status: %v\n%s", err, raw)
+	}
+	if !strings.Contains(strings.Join(status.Policies.Errors, "\n"), "cachez") {
+		t.Errorf("/status policies.errors %q do not name the misspelled field cachez", status.Policies.Errors)
+	}
+	if len(status.Policies.Policies) != 1 || status.Policies.Policies[0].Name != "sandbox-seed" || status.Policies.Policies[0].Mode != "memory" {
+		t.Errorf("/status serving policies %+v, want the last good sandbox-seed in memory mode", status.Policies.Policies)
 	}
 	if code, body, err := in.webhook.Readyz(t.Context()); err != nil || code != 200 {
 		t.Errorf("/readyz after an invalid policy update: %d %q %v; the last good set is serving, so it should stay ready", code, body, err)

@@ -226,6 +226,11 @@ func (w *Webhook) Metrics(ctx context.Context) (string, error) {
 	return get(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", w.MetricsPort))
 }
 
+// Status returns the JSON of /status on the health port.
+func (w *Webhook) Status(ctx context.Context) (string, error) {
+	return get(ctx, fmt.Sprintf("http://127.0.0.1:%d/status", w.HealthPort))
+}
+
 // Readyz returns the status code of /readyz and its body.
 func (w *Webhook) Readyz(ctx context.Context) (int, string, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", w.HealthPort), nil)
