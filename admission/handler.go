@@ -102,19 +102,26 @@ func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if uid, err := checkReviewType(body); err != nil {
+		uid, decodable, err := checkReviewType(body)
+		if err != nil {
 			h.metrics.ObserveRequest(OutcomeError, 0)
 			log.WithName("admission").Error(err, "Rejected a request that is not an AdmissionReview")
 			writeErrored(w, uid, err)
 			return
+		}
+		if !decodable {
+			// controller-runtime answers with the decoding error; the
+			// handler never sees the request, so it is counted here.
+			h.metrics.ObserveRequest(OutcomeError, 0)
 		}
 		hook.ServeHTTP(w, r)
 	})
 }
 
 // checkReviewType returns an error unless body is an admission.k8s.io/v1 or
-// v1beta1 AdmissionReview; malformed JSON is left to the decoder.
-func checkReviewType(body []byte) (types.UID, error) {
+// v1beta1 AdmissionReview. Malformed JSON (decodable false) is left to the
+// decoder, which says what is wrong with it.
+func checkReviewType(body []byte) (uid types.UID, decodable bool, err error) {
 	var head struct {
 		metav1.TypeMeta
 		Request *struct {
@@ -122,18 +129,17 @@ func checkReviewType(body []byte) (types.UID, error) {
 		} `json:"request"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
-		return "", nil
+		return "", false, nil
 	}
-	var uid types.UID
 	if head.Request != nil {
 		uid = head.Request.UID
 	}
 	if head.Kind != "AdmissionReview" ||
 		(head.APIVersion != admissionv1.SchemeGroupVersion.String() && head.APIVersion != "admission.k8s.io/v1beta1") {
-		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
+		return uid, true, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
 			truncateString(head.APIVersion, 64), truncateString(head.Kind, 64))
 	}
-	return uid, nil
+	return uid, true, nil
 }
 
 func writeErrored(w http.ResponseWriter, uid types.UID, err error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -47,6 +48,9 @@ func TestBadReviews(t *testing.T) {
 			}
 			if len(resp.Patch) != 0 {
 				t.Errorf("an errored answer carries a patch")
+			}
+			if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeError))); got != 1 {
+				t.Errorf("counted %v errors, want 1", got)
 			}
 		})
 	}

@@ -18,8 +18,9 @@ import (
 )
 
 // maxAdmissionBodyBytes is the body limit of controller-runtime's admission
-// webhook (pkg/webhook/admission/http.go). --max-request-bytes must not be
-// above it, or that limit, not ours, would be the one in force.
+// webhook (pkg/webhook/admission/http.go), which already rejects a body of
+// exactly that size. --max-request-bytes must stay below it, or that limit,
+// not ours, would be the one in force.
 const maxAdmissionBodyBytes = 7 << 20
 
 // Runnable is a component started with the server and stopped, by cancelling
@@ -132,9 +133,9 @@ func (o *Options) complete() error {
 	switch {
 	case o.MaxRequestBytes == 0:
 		o.MaxRequestBytes = 3 << 20
-	case o.MaxRequestBytes < 0 || o.MaxRequestBytes > maxAdmissionBodyBytes:
-		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d (controller-runtime's own admission limit)",
-			o.MaxRequestBytes, maxAdmissionBodyBytes))
+	case o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxAdmissionBodyBytes:
+		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d, below controller-runtime's own admission limit",
+			o.MaxRequestBytes, maxAdmissionBodyBytes-1))
 	}
 	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--read-timeout, --write-timeout and --shutdown-delay must not be negative"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -103,8 +104,15 @@ func TestTLSMinVersion(t *testing.T) {
 }
 
 func TestRequestBodyLimit(t *testing.T) {
-	const limit = 64 << 10
-	e := newTestEnv(t, func(o *Options) { o.MaxRequestBytes = limit })
+	// 64 KiB, and the largest limit allowed, just below controller-runtime's
+	// own, which must never be the one that answers.
+	for _, limit := range []int{64 << 10, maxAdmissionBodyBytes - 1} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) { testRequestBodyLimit(t, limit) })
+	}
+}
+
+func testRequestBodyLimit(t *testing.T, limit int) {
+	e := newTestEnv(t, func(o *Options) { o.MaxRequestBytes = int64(limit) })
 	e.start(nil)
 	e.waitReady()
 
@@ -123,7 +131,7 @@ func TestRequestBodyLimit(t *testing.T) {
 		t.Fatalf("a review of exactly the limit: %v HTTP %d %s", err, res.status, res.body)
 	}
 	res, err := e.admit(e.client, sized(limit+1))
-	if err != nil || res.status != http.StatusRequestEntityTooLarge || !strings.Contains(res.body, "the limit is 65536 bytes (--max-request-bytes)") {
+	if err != nil || res.status != http.StatusRequestEntityTooLarge || !strings.Contains(res.body, fmt.Sprintf("the limit is %d bytes (--max-request-bytes)", limit)) {
 		t.Fatalf("a review over the limit: %v HTTP %d %q", err, res.status, res.body)
 	}
 	// Without Content-Length (chunked), the limit holds while reading.
@@ -188,6 +196,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"no policy", func(o *Options) { o.PolicyPaths = nil }, "at least one --policy"},
 		{"no kube", func(o *Options) {}, "no Kubernetes client configuration"},
 		{"body limit above controller-runtime's", func(o *Options) { o.MaxRequestBytes = 8 << 20 }, "--max-request-bytes 8388608"},
+		{"body limit at controller-runtime's", func(o *Options) { o.MaxRequestBytes = 7 << 20 }, "must be between 1 and 7340031"},
 		{"bad leak mitigation", func(o *Options) { o.LeakMitigation = "maybe" }, `--leak-mitigation "maybe"`},
 		{"TLS 1.1", func(o *Options) { o.TLSMinVersion = tls.VersionTLS11 }, "--tls-min-version"},
 		{"bad port", func(o *Options) { o.Port = 70000 }, "--port 70000"},
