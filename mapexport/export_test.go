@@ -19,7 +19,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-func load(t *testing.T, paths ...string) *policy.Set {
+func load(t testing.TB, paths ...string) *policy.Set {
 	t.Helper()
 	abs := make([]string, len(paths))
 	for i, p := range paths {

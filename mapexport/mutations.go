@@ -8,102 +8,129 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-// mutations adds the block's two mutations:
+// mutations adds the block's mutation: one JSONPatch whose every decision is
+// taken on the pod as it arrived, as the webhook takes it. It appends what is
+// missing (volumes, mounts, env, after the pod's own entries, in the
+// webhook's order), sets the memory and the status annotation, replaces a
+// pod's own env var (onConflict: override, which drops its valueFrom) and
+// removes medium: Memory from the pod's own emptyDirs (disk mode). Appends
+// leave the pod's own entries at their indices.
 //
-//  1. an ApplyConfiguration that appends what is missing (volumes, mounts,
-//     env, memory) and writes the status annotation. Every decision is
-//     taken on the pod as it arrived, as the webhook takes it, and only new
-//     list entries are applied: the merge keys (volumes by name, mounts by
-//     mountPath, env by name) would otherwise reorder the pod's own entries.
-//  2. a JSONPatch for what an apply configuration cannot express: replacing
-//     a pod's own env var (onConflict: override, which drops its valueFrom)
-//     and removing medium: Memory from the pod's own emptyDirs (disk mode).
-//     It runs on the result of 1, whose new entries come after the pod's
-//     own, so the pod's indices are unchanged.
+// A JSONPatch rather than an apply configuration: the merge of an apply
+// configuration reorders list entries it names that the pod already has and
+// cannot remove a field, and it costs the apiserver about twice the CPU per
+// pod (typed conversions of the whole pod). Patch values are only ever new
+// literals, never parts of the pod: the apiserver converts them to JSON, and
+// from 1.37 the pod's own values may reach CEL as typed Go structs, which it
+// cannot convert.
 func (b *block) mutations(status string) {
-	spec := []string{
-		"initContainers: " + b.containerPatches(b.selInit, "initContainers", false),
-		"containers: " + b.containerPatches(b.selApp, "containers", b.containerMemory),
-		"volumes: " + b.newVolumes(),
+	pd := b.pod
+	var ops []string
+	if b.selInit != "[]" {
+		ops = append(ops, b.containerOps(pd.inits, "initContainers", false)...)
+	}
+	ops = append(ops, b.containerOps(pd.apps, "containers", b.containerMemory)...)
+	if len(b.volumes) > 0 {
+		var parts []string
+		for _, v := range b.volumes {
+			parts = append(parts, fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal))
+		}
+		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.pr.def("newVolumes", concat(parts))))
 	}
 	if m := b.memory; m != nil {
-		spec = append(spec, fmt.Sprintf("?resources: %s ? optional.of(Object.spec.resources{limits: {'memory': %s}, requests: {'memory': %s}}) : optional.none()",
-			m.write, m.limit, m.request))
+		limits := fmt.Sprintf("{'memory': %s}", m.limit)
+		requests := fmt.Sprintf("{'memory': %s}", m.request)
+		ops = append(ops, fmt.Sprintf("!%s ? [] : !has(object.spec.resources) ? [JSONPatch{op: 'add', path: '/spec/resources', value: {'limits': %s, 'requests': %s}}] : [%s, %s]",
+			m.write, limits, requests, addKey("object.spec.resources", "'/spec/resources'", "limits", "memory", m.limit), addKey("object.spec.resources", "'/spec/resources'", "requests", "memory", m.request)))
 	}
-	b.pr.apply(fmt.Sprintf("Object{\n  metadata: Object.metadata{annotations: {%s: %s}},\n  spec: Object.spec{\n    %s\n  }\n}",
-		str(mutate.StatusAnnotation), status, strings.Join(spec, ",\n    ")))
-
-	var ops []string
+	ops = append(ops, fmt.Sprintf("[size(object.metadata.?annotations.orValue({})) > 0 ? JSONPatch{op: 'add', path: %s, value: %s} : JSONPatch{op: 'add', path: '/metadata/annotations', value: {%s: %s}}]",
+		str("/metadata/annotations/"+pointerEscape(mutate.StatusAnnotation)), status, str(mutate.StatusAnnotation), status))
 	for _, e := range b.p.Spec.Env {
 		if e.OnConflict != policy.Override {
 			continue
 		}
 		if b.selInit != "[]" {
-			ops = append(ops, b.overrideOps(b.pod.inits, "initContainers", e))
+			ops = append(ops, b.overrideOps(pd.inits, "initContainers", e))
 		}
-		ops = append(ops, b.overrideOps(b.pod.apps, "containers", e))
+		ops = append(ops, b.overrideOps(pd.apps, "containers", e))
 	}
 	if b.converts != "" {
 		ops = append(ops, fmt.Sprintf("%s.map(i, JSONPatch{op: 'remove', path: '/spec/volumes/' + string(i) + '/emptyDir/medium'})", b.converts))
 	}
-	if len(ops) > 0 {
-		b.pr.jsonPatch(concat(ops))
-	}
+	b.pr.jsonPatch(concat(ops))
 }
 
-// containerPatches returns the apply configuration list of the containers
-// in sel (of the pod's field kind) that get a mount, an env var or a memory
-// limit.
-func (b *block) containerPatches(sel, kind string, memory bool) string {
-	if sel == "[]" {
-		return "[]"
-	}
-	typ := "Object.spec." + kind
-	var needs, mounts, env []string
+// appendOps returns JSONPatch operations that append the items of the list
+// expression added to the list expression list at the JSON pointer
+// expression path, creating it when the pod has none (JSON omits an empty
+// list).
+func appendOps(list, path, added string) string {
+	added = paren(added)
+	return fmt.Sprintf("size(%s) == 0 ? [] : size(%s) > 0 ? %s.map(x, JSONPatch{op: 'add', path: %s + '/-', value: x}) : [JSONPatch{op: 'add', path: %s, value: %s}]",
+		added, list, added, path, path, added)
+}
+
+// addKey returns a JSONPatch that sets key in the map field of parent (a
+// CEL expression of an object that exists, at the JSON pointer expression
+// parentPath), creating the map when absent (JSON omits an empty map).
+func addKey(parent, parentPath, field, key, value string) string {
+	return fmt.Sprintf("size(%s.?%s.orValue({})) > 0 ? JSONPatch{op: 'add', path: %s + %s, value: %s} : JSONPatch{op: 'add', path: %s + %s, value: {%s: %s}}",
+		parent, field, parentPath, str("/"+field+"/"+key), value, parentPath, str("/"+field), str(key), value)
+}
+
+// pointerEscape escapes a JSON pointer token (RFC 6901).
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// containerOps returns the JSONPatch operations (CEL lists of them) for the
+// containers of list (the pod's field kind) the policy selects: their new
+// mounts and env appended, and with memory, their missing memory limit.
+func (b *block) containerOps(list, kind string, memory bool) []string {
+	var mounts, env []string
 	for _, v := range b.volumes {
-		needs = append(needs, "c.name in "+v.add)
-		ro := ""
+		fields := fmt.Sprintf("'name': dyn(%s), 'mountPath': dyn(%s)", str(v.name), str(v.mountPath))
 		if v.readOnly {
-			ro = ", readOnly: true"
+			fields += ", 'readOnly': dyn(true)"
 		}
-		mounts = append(mounts, fmt.Sprintf("(c.name in %s ? [%s.volumeMounts{name: %s, mountPath: %s%s}] : [])",
-			v.add, typ, str(v.name), str(v.mountPath), ro))
+		mounts = append(mounts, fmt.Sprintf("(c.name in %s ? [{%s}] : [])", v.add, fields))
 	}
 	for i, e := range b.p.Spec.Env {
-		needs = append(needs, "c.name in "+b.envAdd[i])
-		env = append(env, fmt.Sprintf("(c.name in %s ? [%s.env{name: %s, value: %s}] : [])", b.envAdd[i], typ, str(e.Name), str(e.Value)))
+		env = append(env, fmt.Sprintf("(c.name in %s ? [{'name': %s, 'value': %s}] : [])", b.envAdd[i], str(e.Name), str(e.Value)))
 	}
-	fields := []string{"name: c.name"}
-	if len(mounts) > 0 {
-		fields = append(fields, "volumeMounts: "+strings.Join(mounts, " + "))
+	// each returns the operations op (a list of them, c the container, i
+	// its index) for every selected container.
+	each := func(op string) string {
+		return fmt.Sprintf("lists.range(size(%s)).filter(i, %s).map(i, [%s[i]].map(c, %s)[0]).flatten()",
+			list, b.selects(list+"[i].name"), list, op)
 	}
-	if len(env) > 0 {
-		fields = append(fields, "env: "+strings.Join(env, " + "))
+	path := fmt.Sprintf("'/spec/%s/' + string(i) + '/", kind)
+	var ops []string
+	for _, f := range []struct {
+		field string
+		items []string
+	}{{"volumeMounts", mounts}, {"env", env}} {
+		if len(f.items) > 0 {
+			ops = append(ops, each(appendOps("c.?"+f.field+".orValue([])", path+f.field+"'", concat(f.items))))
+		}
 	}
 	if memory {
-		// Container-level memory: the headroom as the limit of every
-		// selected app container without one, with an explicit request.
-		noLimit := "!has(c.resources) || !has(c.resources.limits) || !('memory' in c.resources.limits)"
-		hasReq := "has(c.resources) && has(c.resources.requests) && 'memory' in c.resources.requests"
-		needs = append(needs, noLimit)
-		fields = append(fields, fmt.Sprintf("?resources: (%s) ? optional.of(%s.resources{limits: {'memory': %s}, ?requests: (%s) ? optional.none() : optional.of({'memory': %s})}) : optional.none()",
-			noLimit, typ, str(b.p.MemoryLimit.String()), hasReq, str(b.p.MemoryRequest.String())))
+		// Container-level memory: the headroom, or the container's own
+		// request when it is higher, as the limit of every selected app
+		// container without one, with an explicit request.
+		noLimit := "!('memory' in c.?resources.?limits.orValue({}))"
+		noRequest := "!('memory' in c.?resources.?requests.orValue({}))"
+		hv, _ := b.p.MemoryLimit.AsInt64()
+		req := "c.resources.requests.memory"
+		lim := fmt.Sprintf("(%s ? %s : (quantity(%s).asInteger() > %d ? %s : %s))",
+			noRequest, str(b.p.MemoryLimit.String()), req, hv, canonicalQuantity(req), str(b.p.MemoryLimit.String()))
+		res := path + "resources'"
+		ops = append(ops, each(fmt.Sprintf("!%s ? [] : !has(c.resources) ? [JSONPatch{op: 'add', path: %s, value: {'limits': {'memory': %s}, 'requests': {'memory': %s}}}] : [%s] + (%s ? [%s] : [])",
+			paren(noLimit), res, str(b.p.MemoryLimit.String()), str(b.p.MemoryRequest.String()),
+			addKey("c.resources", res, "limits", "memory", lim),
+			noRequest, addKey("c.resources", res, "requests", "memory", str(b.p.MemoryRequest.String())))))
 	}
-	if len(needs) == 0 {
-		return "[]"
-	}
-	return fmt.Sprintf("%s.filter(c, %s).map(c, %s{%s})", sel, or(needs...), typ, strings.Join(fields, ", "))
-}
-
-func (b *block) newVolumes() string {
-	if len(b.volumes) == 0 {
-		return "[]"
-	}
-	var parts []string
-	for _, v := range b.volumes {
-		parts = append(parts, fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal))
-	}
-	return strings.Join(parts, " + ")
+	return ops
 }
 
 // overrideOps returns the JSONPatch operations that replace a selected

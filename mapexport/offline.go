@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -35,62 +36,117 @@ var (
 	podGVR = corev1.SchemeGroupVersion.WithResource("pods")
 )
 
-// Apply runs exported policies on a pod CREATE offline, with the
-// apiserver's own MutatingAdmissionPolicy code (k8s.io/apiserver's CEL
-// compiler, match conditions and ApplyConfiguration and JSONPatch patchers):
-// what the apiserver would store, before its defaulting and validation. The
-// policies run in order; ns is the pod's namespace. The pod is not
-// modified.
+// Compiled are exported policies compiled for Run.
+type Compiled struct {
+	policies []compiledPolicy
+}
+
+type compiledPolicy struct {
+	Exported
+	compiler  *plugincel.CompositedCompiler
+	matcher   matchconditions.Matcher // nil without match conditions
+	patchers  []patch.Patcher
+	objects   admission.ObjectInterfaces
+	converter managedfields.TypeConverter
+}
+
+// Compile compiles exported policies with the apiserver's own
+// MutatingAdmissionPolicy code (k8s.io/apiserver's CEL compiler, match
+// conditions and ApplyConfiguration and JSONPatch patchers), in the CEL
+// environment in which a 1.36 apiserver accepts new policies.
+func Compile(exported []Exported) (*Compiled, error) {
+	scheme := clientgoscheme.Scheme
+	objects := admission.NewObjectInterfacesFromScheme(scheme)
+	converter := applyconfigurations.NewTypeConverter(scheme)
+	c := &Compiled{}
+	for _, e := range exported {
+		p := e.Policy
+		compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(compatibility))
+		if err != nil {
+			return nil, err
+		}
+		cp := compiledPolicy{Exported: e, compiler: compiler, objects: objects, converter: converter}
+		opts := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+		for _, v := range p.Spec.Variables {
+			r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
+			if r.Error != nil {
+				return nil, fmt.Errorf("%s: variable %s: %w", p.Name, v.Name, r.Error)
+			}
+		}
+		if len(p.Spec.MatchConditions) > 0 {
+			var acc []plugincel.ExpressionAccessor
+			for i := range p.Spec.MatchConditions {
+				acc = append(acc, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
+			}
+			cond := compiler.CompileCondition(acc, opts, environment.NewExpressions)
+			if errs := cond.CompilationErrors(); len(errs) > 0 {
+				return nil, fmt.Errorf("%s: match conditions: %w", p.Name, errors.Join(errs...))
+			}
+			cp.matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "mutate", p.Name)
+		}
+		popts := opts
+		popts.HasPatchTypes = true
+		for i, m := range p.Spec.Mutations {
+			var eval plugincel.MutatingEvaluator
+			switch m.PatchType {
+			case admissionregistrationv1.PatchTypeJSONPatch:
+				eval = compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, popts, environment.NewExpressions)
+				cp.patchers = append(cp.patchers, patch.NewJSONPatcher(eval))
+			case admissionregistrationv1.PatchTypeApplyConfiguration:
+				eval = compiler.CompileMutatingEvaluator(&patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}, popts, environment.NewExpressions)
+				cp.patchers = append(cp.patchers, patch.NewApplyConfigurationPatcher(eval))
+			default:
+				return nil, fmt.Errorf("%s: mutation %d: unsupported patchType %q", p.Name, i, m.PatchType)
+			}
+			if errs := eval.CompilationErrors(); len(errs) > 0 {
+				return nil, fmt.Errorf("%s: mutation %d: %w", p.Name, i, errors.Join(errs...))
+			}
+		}
+		c.policies = append(c.policies, cp)
+	}
+	return c, nil
+}
+
+// Apply compiles exported policies and runs them on a pod CREATE; see
+// Compiled.Run.
 func Apply(ctx context.Context, exported []Exported, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
+	c, err := Compile(exported)
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(ctx, pod, ns)
+}
+
+// Run runs the policies, in order, on a pod CREATE in namespace ns, as the
+// apiserver does: what it would store, before its defaulting and
+// validation. The pod is not modified.
+func (c *Compiled) Run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
 	out := pod.DeepCopy()
 	out.SetGroupVersionKind(podGVK)
 	if out.Namespace == "" {
 		out.Namespace = ns.Name
 	}
-	for _, e := range exported {
+	for _, p := range c.policies {
 		var err error
-		if out, err = applyPolicy(ctx, e, out, ns); err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Policy.Name, err)
+		if out, err = p.run(ctx, out, ns); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Policy.Name, err)
 		}
 	}
 	return out, nil
 }
 
-func applyPolicy(ctx context.Context, e Exported, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
-	p := e.Policy
-	for _, mr := range []*admissionregistrationv1.MatchResources{p.Spec.MatchConstraints, e.Binding.Spec.MatchResources} {
+func (p *compiledPolicy) run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
+	for _, mr := range []*admissionregistrationv1.MatchResources{p.Policy.Spec.MatchConstraints, p.Binding.Spec.MatchResources} {
 		ok, err := matchesResources(mr, pod, ns)
 		if err != nil || !ok {
 			return pod, err
 		}
 	}
-
-	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(compatibility))
-	if err != nil {
-		return nil, err
-	}
-	opts := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
-	for _, v := range p.Spec.Variables {
-		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
-		if r.Error != nil {
-			return nil, fmt.Errorf("variable %s: %w", v.Name, r.Error)
-		}
-	}
-
 	attr := admission.NewAttributesRecord(pod.DeepCopy(), nil, podGVK, ns.Name, pod.Name, podGVR, "",
 		admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "sandbox-webhook-offline"})
 	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: podGVK, VersionedObject: admission.NewLazyObject(pod.DeepCopy())}
-
-	if len(p.Spec.MatchConditions) > 0 {
-		var acc []plugincel.ExpressionAccessor
-		for i := range p.Spec.MatchConditions {
-			acc = append(acc, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
-		}
-		cond := compiler.CompileCondition(acc, opts, environment.NewExpressions)
-		if errs := cond.CompilationErrors(); len(errs) > 0 {
-			return nil, fmt.Errorf("match conditions: %w", errors.Join(errs...))
-		}
-		r := matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "mutate", p.Name).Match(ctx, va, nil, nil)
+	if p.matcher != nil {
+		r := p.matcher.Match(p.compiler.CreateContext(ctx), va, nil, nil)
 		if r.Error != nil {
 			return nil, r.Error
 		}
@@ -98,34 +154,13 @@ func applyPolicy(ctx context.Context, e Exported, pod *corev1.Pod, ns *corev1.Na
 			return pod, nil
 		}
 	}
-
-	scheme := clientgoscheme.Scheme
-	objects := admission.NewObjectInterfacesFromScheme(scheme)
-	types := applyconfigurations.NewTypeConverter(scheme)
-	popts := opts
-	popts.HasPatchTypes = true
-	for i, m := range p.Spec.Mutations {
-		var patcher patch.Patcher
-		var eval plugincel.MutatingEvaluator
-		switch m.PatchType {
-		case admissionregistrationv1.PatchTypeJSONPatch:
-			eval = compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, popts, environment.NewExpressions)
-			patcher = patch.NewJSONPatcher(eval)
-		case admissionregistrationv1.PatchTypeApplyConfiguration:
-			eval = compiler.CompileMutatingEvaluator(&patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}, popts, environment.NewExpressions)
-			patcher = patch.NewApplyConfigurationPatcher(eval)
-		default:
-			return nil, fmt.Errorf("mutation %d: unsupported patchType %q", i, m.PatchType)
-		}
-		if errs := eval.CompilationErrors(); len(errs) > 0 {
-			return nil, fmt.Errorf("mutation %d: %w", i, errors.Join(errs...))
-		}
-		obj, err := patcher.Patch(compiler.CreateContext(ctx), patch.Request{
+	for i, patcher := range p.patchers {
+		obj, err := patcher.Patch(p.compiler.CreateContext(ctx), patch.Request{
 			MatchedResource:     podGVR,
 			VersionedAttributes: va,
-			ObjectInterfaces:    objects,
+			ObjectInterfaces:    p.objects,
 			Namespace:           ns,
-			TypeConverter:       types,
+			TypeConverter:       p.converter,
 		}, celconfig.RuntimeCELCostBudget)
 		if err != nil {
 			return nil, fmt.Errorf("mutation %d: %w", i, err)

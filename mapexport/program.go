@@ -24,13 +24,6 @@ func (pr *program) def(name, expr string) string {
 	return "variables." + name
 }
 
-func (pr *program) apply(expr string) {
-	pr.mutations = append(pr.mutations, admissionregistrationv1.Mutation{
-		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
-		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: expr},
-	})
-}
-
 func (pr *program) jsonPatch(expr string) {
 	pr.mutations = append(pr.mutations, admissionregistrationv1.Mutation{
 		PatchType: admissionregistrationv1.PatchTypeJSONPatch,
@@ -115,6 +108,9 @@ type block struct {
 	mode policy.Mode
 
 	selInit, selApp, sel string
+	// selects is a CEL condition on a container name: the policy's
+	// container selector picks it.
+	selects func(name string) string
 	volumes              []*volumeItem
 	envAdd               []string // per env: the container names that get it
 	memory               *podMemory
@@ -134,6 +130,7 @@ func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode) *block {
 	selected := func(name string) string {
 		return and(globsMatch(name, cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(name, g) })))
 	}
+	b.selects = selected
 	if *cs.InitContainers {
 		if cond := selected("c.name"); cond == "true" {
 			b.selInit = pd.inits
@@ -191,20 +188,19 @@ func (b *block) cache(i int, c policy.Cache) {
 	}
 	var fields []string
 	if medium != "" {
-		fields = append(fields, "medium: "+str(medium))
+		fields = append(fields, "'medium': "+str(medium))
 	}
 	size := ""
 	if q := b.p.CacheSizes[i]; q != nil {
 		size = q.String()
-		fields = append(fields, "sizeLimit: "+str(size))
+		fields = append(fields, "'sizeLimit': "+str(size))
 	}
 	v := &volumeItem{
 		name:      c.Name,
 		mountPath: c.MountPath,
 		cache:     true,
 		item:      str("cache/" + c.Name),
-		literal: fmt.Sprintf("Object.spec.volumes{name: %s, emptyDir: Object.spec.volumes.emptyDir{%s}}",
-			str(c.Name), strings.Join(fields, ", ")),
+		literal: fmt.Sprintf("{'name': dyn(%s), 'emptyDir': dyn({%s})}", str(c.Name), strings.Join(fields, ", ")),
 		want: func(v string) string {
 			sizeCond := fmt.Sprintf("!has(%s.emptyDir.sizeLimit)", v)
 			if size != "" {
@@ -226,8 +222,7 @@ func (b *block) asset(i int, a policy.Asset) {
 	if h := a.HostPath; h != nil {
 		hostPath = &volumeItem{
 			item: str("asset/" + a.Name + ":hostPath"),
-			literal: fmt.Sprintf("Object.spec.volumes{name: %s, hostPath: Object.spec.volumes.hostPath{path: %s, type: %s}}",
-				str(a.Name), str(h.Path), str(h.Type)),
+			literal: fmt.Sprintf("{'name': dyn(%s), 'hostPath': dyn({'path': %s, 'type': %s})}", str(a.Name), str(h.Path), str(h.Type)),
 			want: func(v string) string {
 				return and(
 					fmt.Sprintf("%s.all(k, k in ['name', 'hostPath'])", v),
@@ -238,14 +233,13 @@ func (b *block) asset(i int, a policy.Asset) {
 		}
 	}
 	if img := a.Image; img != nil {
-		fields := []string{"reference: " + str(img.Reference)}
+		fields := []string{"'reference': " + str(img.Reference)}
 		if img.PullPolicy != "" {
-			fields = append(fields, "pullPolicy: "+str(img.PullPolicy))
+			fields = append(fields, "'pullPolicy': "+str(img.PullPolicy))
 		}
 		image = &volumeItem{
 			item: str("asset/" + a.Name + ":image"),
-			literal: fmt.Sprintf("Object.spec.volumes{name: %s, image: Object.spec.volumes.image{%s}}",
-				str(a.Name), strings.Join(fields, ", ")),
+			literal: fmt.Sprintf("{'name': dyn(%s), 'image': dyn({%s})}", str(a.Name), strings.Join(fields, ", ")),
 			want: func(v string) string {
 				return and(
 					fmt.Sprintf("%s.all(k, k in ['name', 'image'])", v),
