@@ -110,13 +110,13 @@ type block struct {
 	selInit, selApp, sel string
 	// selects is a CEL condition on a container name: the policy's
 	// container selector picks it.
-	selects func(name string) string
-	volumes              []*volumeItem
-	envAdd               []string // per env: the container names that get it
-	memory               *podMemory
-	containerMemory      bool
-	converts             string // indices of the volumes to move to disk
-	injected, skipped    []string
+	selects           func(name string) string
+	volumes           []*volumeItem
+	envAdd            []string // per env: the container names that get it
+	memory            *podMemory
+	containerMemory   bool
+	converts          string // indices of the volumes to move to disk
+	injected, skipped []string
 }
 
 // podMemory are the variables of pod-level memory.
@@ -200,7 +200,7 @@ func (b *block) cache(i int, c policy.Cache) {
 		mountPath: c.MountPath,
 		cache:     true,
 		item:      str("cache/" + c.Name),
-		literal: fmt.Sprintf("{'name': dyn(%s), 'emptyDir': dyn({%s})}", str(c.Name), strings.Join(fields, ", ")),
+		literal:   fmt.Sprintf("{'name': dyn(%s), 'emptyDir': dyn({%s})}", str(c.Name), strings.Join(fields, ", ")),
 		want: func(v string) string {
 			sizeCond := fmt.Sprintf("!has(%s.emptyDir.sizeLimit)", v)
 			if size != "" {
@@ -221,7 +221,7 @@ func (b *block) asset(i int, a policy.Asset) {
 	var hostPath, image *volumeItem
 	if h := a.HostPath; h != nil {
 		hostPath = &volumeItem{
-			item: str("asset/" + a.Name + ":hostPath"),
+			item:    str("asset/" + a.Name + ":hostPath"),
 			literal: fmt.Sprintf("{'name': dyn(%s), 'hostPath': dyn({'path': %s, 'type': %s})}", str(a.Name), str(h.Path), str(h.Type)),
 			want: func(v string) string {
 				return and(
@@ -238,7 +238,7 @@ func (b *block) asset(i int, a policy.Asset) {
 			fields = append(fields, "'pullPolicy': "+str(img.PullPolicy))
 		}
 		image = &volumeItem{
-			item: str("asset/" + a.Name + ":image"),
+			item:    str("asset/" + a.Name + ":image"),
 			literal: fmt.Sprintf("{'name': dyn(%s), 'image': dyn({%s})}", str(a.Name), strings.Join(fields, ", ")),
 			want: func(v string) string {
 				return and(
