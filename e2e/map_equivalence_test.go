@@ -96,6 +96,9 @@ func exportSet(t *testing.T, set golden.Set) ([]mapexport.Exported, []mapexport.
 // namespace, a generated name). A pod the webhook's result gets rejected
 // (Pod Security) is rejected with the MAP too. The two act in separate
 // namespaces, twins with the same labels, so they never see the same pod.
+// A third twin has both, as during a migration: the MAP runs first, the
+// webhook then finds its own result and changes nothing, and the pod is
+// again the webhook's.
 //
 // The set whose export has gaps (several enforcing policies and a shadow
 // one) must report exactly those gaps: the command refuses it by default.
@@ -126,13 +129,18 @@ func TestMAPEquivalence(t *testing.T) {
 			// served by the webhook, the other by the MAP.
 			scope := "mapeq-" + set.Name
 			twin := func(ns, side string) string { return ns + "-" + set.Name + "-" + side }
+			// A third twin is served by both, as during a migration:
+			// the MAP runs first, and the webhook must find nothing
+			// left to do.
 			var whNamespaces []*corev1.Namespace
 			for _, ns := range names {
 				labels := maps.Clone(nsLabels[ns])
 				delete(labels, "kubernetes.io/metadata.name")
-				whNamespaces = append(whNamespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twin(ns, "wh"), Labels: labels}})
 				mapLabels := maps.Clone(labels)
 				mapLabels[mapLabel] = scope
+				whNamespaces = append(whNamespaces,
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twin(ns, "wh"), Labels: labels}},
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twin(ns, "both"), Labels: mapLabels}})
 				ensureNamespace(t, twin(ns, "map"), mapLabels)
 			}
 			policies := map[string][]byte{}
@@ -151,7 +159,7 @@ func TestMAPEquivalence(t *testing.T) {
 			installMAP(t, exported, scope, sandboxPod(twin("sandboxes", "map"), "probe"))
 			t.Cleanup(func() {
 				for _, ns := range names {
-					for _, side := range []string{"wh", "map"} {
+					for _, side := range []string{"wh", "map", "both"} {
 						err := suite.cs.CoreV1().Pods(twin(ns, side)).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 						if err != nil {
 							t.Errorf("deleting the pods in %s: %v", twin(ns, side), err)
@@ -168,12 +176,13 @@ func TestMAPEquivalence(t *testing.T) {
 					_, input := golden.Pod(t, c.Input)
 					viaWebhook, whErr := createIn(t, input, twin(input.Namespace, "wh"))
 					viaMAP, mapErr := createIn(t, input, twin(input.Namespace, "map"))
+					viaBoth, bothErr := createIn(t, input, twin(input.Namespace, "both"))
 					switch {
-					case whErr != nil || mapErr != nil:
-						if !sameRejection(whErr, mapErr) {
-							t.Fatalf("outcomes differ\n  webhook: %v\n  MAP:     %v", whErr, mapErr)
+					case whErr != nil || mapErr != nil || bothErr != nil:
+						if !sameRejection(whErr, mapErr) || !sameRejection(whErr, bothErr) {
+							t.Fatalf("outcomes differ\n  webhook: %v\n  MAP:     %v\n  both:    %v", whErr, mapErr, bothErr)
 						}
-						t.Logf("both rejected: %v", whErr)
+						t.Logf("all rejected: %v", whErr)
 					default:
 						// Not vacuous: where the corpus expects a
 						// mutation, both must have made it.
@@ -183,6 +192,9 @@ func TestMAPEquivalence(t *testing.T) {
 						}
 						if diff := cmp.Diff(comparable(viaWebhook), comparable(viaMAP)); diff != "" {
 							t.Errorf("the pod stored with the MAP differs from the pod stored with the webhook (-webhook +MAP):\n%s", diff)
+						}
+						if diff := cmp.Diff(comparable(viaWebhook), comparable(viaBoth)); diff != "" {
+							t.Errorf("the pod stored with the MAP and the webhook differs from the pod stored with the webhook alone (-webhook +both):\n%s", diff)
 						}
 					}
 				})

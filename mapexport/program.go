@@ -90,7 +90,7 @@ type volumeItem struct {
 	// item is a CEL string expression: the item name in the status
 	// ("cache/x", "asset/x:hostPath" or "asset/x:image").
 	item string
-	// literal returns the CEL apply configuration of the volume.
+	// literal is the CEL map literal of the volume.
 	literal string
 	// want is a CEL condition on a volume v: v is exactly the volume the
 	// policy injects (the webhook compares with apiequality.Semantic).
