@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -96,8 +97,9 @@ the errors of the last rejected reload). Metrics port: /metrics.
 
 On SIGTERM the server turns not ready and closes keep-alive connections after
 each response, keeps answering for --shutdown-delay, then stops accepting and
-drains in-flight requests. Request headers must arrive within 32s and idle
-keep-alive connections close after 90s (controller-runtime's server).`,
+drains in-flight requests; a second signal exits at once. Request headers must
+arrive within 32s and idle keep-alive connections close after 90s
+(controller-runtime's server).`,
 		Example: `  sandbox-webhook serve --policy /etc/sandbox-webhook/policies --cert-dir /tls \
       --leak-mitigation-file /etc/sandbox-webhook/policies/leakMitigation`,
 		Args:         cobra.NoArgs,
@@ -123,6 +125,12 @@ keep-alive connections close after 90s (controller-runtime's server).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			// After the first signal, restore the default handling: a
+			// second SIGTERM or Ctrl-C ends the process at once.
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
 			for _, e := range exts {
 				if err := e.Apply(ctx, &opts); err != nil {
 					return err
@@ -295,7 +303,8 @@ func EnvVar(flag string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// newLogger returns a JSON logger on w at level info or debug.
+// newLogger returns a JSON logger on w at level info or debug (V(1)). It
+// does not sample: at debug every admission decision gets its line.
 func newLogger(level string, w io.Writer) (logr.Logger, error) {
 	var lvl zapcore.Level
 	switch level {
@@ -306,15 +315,12 @@ func newLogger(level string, w io.Writer) (logr.Logger, error) {
 	default:
 		return logr.Logger{}, fmt.Errorf("--log-level %q: must be info or debug", level)
 	}
-	return zap.New(
-		// Locked: w may be any writer (cobra's ErrOrStderr), and logs come
-		// from many goroutines.
-		zap.WriteTo(zapcore.Lock(zapcore.AddSync(w))),
-		zap.JSONEncoder(),
-		zap.Level(lvl),
-		zap.StacktraceLevel(zapcore.PanicLevel),
-		func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339TimeEncoder },
-	), nil
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	// Locked: w may be any writer (cobra's ErrOrStderr), and logs come from
+	// many goroutines.
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zapr.NewLogger(zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))), nil
 }
 
 // restConfig is --kubeconfig, else the in-cluster config, else $KUBECONFIG
