@@ -1,14 +1,20 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -487,4 +493,50 @@ func containsSubstring(list []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestLogsNeverHoldPodContents admits pods with secret-looking env values
+// and annotations at debug level: the decision lines name the pod, the
+// policies and the items, and nothing the pod carries.
+func TestLogsNeverHoldPodContents(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 1})
+	f := newFixture(t, memoryPolicies(t), mutate.Options{})
+	hook := f.handler.HTTPHandler(log)
+	const secret = "s3cr3t-value-0042"
+	pod := strings.NewReplacer("hardlink", secret, `value: kept`, "value: "+secret).Replace(string(mustRead(t, "uv-link-mode-set")))
+	pod = strings.Replace(pod, "labels:", "annotations:\n    token: "+secret+"\n  labels:", 1)
+	for _, body := range [][]byte{
+		reviewBody(t, newRequest(admissionv1.Create, "sandboxes", podJSON(t, pod))),
+		reviewBody(t, newRequest(admissionv1.Create, "brand-new", podJSON(t, pod))), // an error
+		[]byte(strings.Replace(string(reviewBody(t, newRequest(admissionv1.Create, "sandboxes", podJSON(t, pod)))), `"AdmissionReview"`, `"Other"`, 1)),
+	} {
+		r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		hook.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, `"Admission decision"`) || !strings.Contains(all, `"sandboxes/uv-link-mode-set"`) ||
+		!strings.Contains(all, "sandbox-seed/env/UV_LINK_MODE") {
+		t.Errorf("no decision line with the pod and its items:\n%s", all)
+	}
+	if strings.Contains(all, secret) {
+		t.Errorf("the log holds a value from the pod:\n%s", all)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "pods", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
