@@ -34,9 +34,13 @@ func writeMAPComparison(w io.Writer, set *policy.Set, opts mutate.Options, pods 
 	for _, g := range gaps {
 		fmt.Fprintf(w, "  gap: %s\n", g)
 	}
+	compiled, err := mapexport.Compile(exported)
+	if err != nil {
+		return err
+	}
 	for _, p := range pods {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns.Name, Labels: p.ns.Labels}}
-		got, err := mapexport.Apply(context.Background(), exported, p.input, ns)
+		got, err := compiled.Run(context.Background(), p.input, ns)
 		if err != nil {
 			fmt.Fprintf(w, "%s: the MAP rejects the pod: %v\n", p.name, err)
 			continue

@@ -118,6 +118,10 @@ func TestOfflineEquivalence(t *testing.T) {
 			if len(gaps) > 0 {
 				t.Fatalf("gaps: %v", gaps)
 			}
+			compiled, err := Compile(exported)
+			if err != nil {
+				t.Fatal(err)
+			}
 			mutated := 0
 			for _, file := range pods {
 				t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
@@ -133,14 +137,14 @@ func TestOfflineEquivalence(t *testing.T) {
 					if res.Changed {
 						mutated++
 					}
-					got, err := Apply(context.Background(), exported, in, ns)
+					got, err := compiled.Run(context.Background(), in, ns)
 					if err != nil {
 						t.Fatal(err)
 					}
 					if d := cmp.Diff(asMap(t, canonical(t, res.Pod)), asMap(t, canonical(t, got))); d != "" {
 						t.Errorf("MAP result differs from the webhook's (-webhook +MAP):\n%s", d)
 					}
-					again, err := Apply(context.Background(), exported, got, ns)
+					again, err := compiled.Run(context.Background(), got, ns)
 					if err != nil {
 						t.Fatal(err)
 					}

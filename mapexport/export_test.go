@@ -144,6 +144,10 @@ func TestReinvocation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			compiled, err := Compile(exported)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, name := range []string{"basic", "requests-only", "init-and-sidecar", "pod-level-request-only", "memory-emptydirs"} {
 				t.Run(name, func(t *testing.T) {
 					_, in := golden.Pod(t, "testdata/pods/"+name+".yaml")
@@ -157,13 +161,13 @@ func TestReinvocation(t *testing.T) {
 					first.Spec.Containers = append(first.Spec.Containers, late)
 					want := mutate.Pod(canonical(t, first), mns, set, mutate.Options{}).Pod
 
-					got, err := Apply(context.Background(), exported, in, ns)
+					got, err := compiled.Run(context.Background(), in, ns)
 					if err != nil {
 						t.Fatal(err)
 					}
 					got = canonical(t, got)
 					got.Spec.Containers = append(got.Spec.Containers, late)
-					if got, err = Apply(context.Background(), exported, canonical(t, got), ns); err != nil {
+					if got, err = compiled.Run(context.Background(), canonical(t, got), ns); err != nil {
 						t.Fatal(err)
 					}
 					if d := cmp.Diff(asMap(t, canonical(t, want)), asMap(t, canonical(t, got))); d != "" {
