@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +41,7 @@ func TestMain(m *testing.M) {
 // run sets the suite up, runs the tests and tears everything down. The
 // control plane is not optional: missing binaries fail the suite.
 func run(m *testing.M) (code int, err error) {
+	begin := time.Now()
 	root, err := harness.RepoRoot(".")
 	if err != nil {
 		return 1, err
@@ -71,11 +75,36 @@ func run(m *testing.M) (code int, err error) {
 	if cpErr != nil {
 		return 1, errors.Join(cpErr, buildErr)
 	}
+	stopCP := sync.OnceValue(cp.Stop)
 	defer func() {
-		if serr := cp.Stop(); serr != nil {
+		if serr := stopCP(); serr != nil {
 			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", serr))
 		}
 	}()
+	// kube-apiserver and etcd run in their own process groups: a Ctrl-C or
+	// go test's timeout would end this process without the deferred stop
+	// and leave them running. Stop them first. (The webhook processes die
+	// with this one: Pdeathsig.)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if s, ok := <-sig; ok {
+			fmt.Fprintf(os.Stderr, "e2e: %v: stopping kube-apiserver and etcd\n", s)
+			_ = stopCP()
+			os.Exit(1)
+		}
+	}()
+	flag.Parse()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, perr := time.ParseDuration(f.Value.String()); perr == nil && d > time.Minute {
+			watchdog := time.AfterFunc(d-20*time.Second-time.Since(begin), func() {
+				fmt.Fprintln(os.Stderr, "e2e: go test's timeout is near: stopping kube-apiserver and etcd")
+				_ = stopCP()
+			})
+			defer watchdog.Stop()
+		}
+	}
 	if buildErr != nil {
 		return 1, buildErr
 	}
