@@ -23,7 +23,12 @@ func TestNamespaceCache(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- c.run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	eventually(t, "sync", func() bool { return c.synced() == nil })
 
 	ns, ok := c.Lookup(context.Background(), "team-a")
