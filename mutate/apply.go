@@ -237,7 +237,7 @@ func (a *applier) memory(sel []target) {
 	}
 	const item = "memory/pod"
 	if owner, ok := a.claims["memory"]; ok {
-		a.skip(item, fmt.Sprintf("pod-level memory is claimed by policy %q, which applies first", owner), true)
+		a.skip(item, fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
 		return
 	}
 	a.claims["memory"] = a.p.Name()
@@ -310,6 +310,13 @@ func (a *applier) prevMemory() *podMemory {
 // limit).
 func (a *applier) containerMemory(sel []target) {
 	const item = "memory/containers"
+	// Memory is one item whatever its level: a pod-level request computed
+	// by one policy would not see container requests another adds.
+	if owner, ok := a.claims["memory"]; ok {
+		a.skip(item, fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
+		return
+	}
+	a.claims["memory"] = a.p.Name()
 	for _, t := range sel {
 		if t.init {
 			continue
