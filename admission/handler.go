@@ -221,7 +221,7 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		// Shadow policies never patch: what they would do is logged and counted.
 		log.Info("Shadow policies would change the pod", "shadow", shadow)
 	}
-	warnings := sanitizeWarnings(res.Warnings)
+	warnings := res.Warnings
 	decision := func(outcome Outcome, kv ...any) {
 		if !log.V(1).Enabled() {
 			return

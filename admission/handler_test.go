@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -433,32 +432,6 @@ spec:
 	t.Logf("answers: %v", count)
 }
 
-func TestSanitizeWarnings(t *testing.T) {
-	long := strings.Repeat("é", 300)
-	got := sanitizeWarnings([]string{"a\nb\tc", "a\nb\tc", "bad \xff utf8", long, ""})
-	want := []string{"a b c", "bad \uFFFD utf8", strings.Repeat("é", 255) + "…"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
-	var many []string
-	for i := range 100 {
-		many = append(many, fmt.Sprintf("warning %03d %s", i, strings.Repeat("x", 100)))
-	}
-	got = sanitizeWarnings(many)
-	total := 0
-	for _, w := range got {
-		total += len([]rune(w))
-	}
-	if total > maxTotalWarningRunes {
-		t.Errorf("%d runes of warnings, the API server truncates above %d", total, maxTotalWarningRunes)
-	}
-	if last := got[len(got)-1]; !strings.Contains(last, "more warnings not shown") {
-		t.Errorf("last warning = %q", last)
-	}
-	if sanitizeWarnings(nil) != nil {
-		t.Error("no warnings should stay nil")
-	}
-}
 
 func create(ns string, raw []byte) (cradmission.Request, []byte) {
 	return op(admissionv1.Create, ns, raw)

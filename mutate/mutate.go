@@ -20,6 +20,12 @@ import (
 // reinvokes the webhook, that container receives its mounts and env and the
 // pod-level memory is recomputed, without anything else changing.
 func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result {
+	res := apply(pod, ns, set, opts)
+	res.Warnings = clientWarnings(res.Warnings)
+	return res
+}
+
+func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result {
 	res := Result{Pod: pod}
 	if reason := skipPod(pod, ns, opts); reason != "" {
 		res.PodSkipped = reason

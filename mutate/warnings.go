@@ -1,4 +1,4 @@
-package admission
+package mutate
 
 import (
 	"fmt"
@@ -10,18 +10,18 @@ import (
 // The API server drops a warning that is not valid UTF-8 or holds a control
 // character, and once the warnings of a request exceed 4096 runes it cuts
 // every one to 256 runes (k8s.io/apiserver/pkg/endpoints/filters/warning.go).
-// Warnings are made to fit those rules here so that what kubectl shows is
-// whole and predictable.
+// Pod makes its warnings fit those rules, so what kubectl shows after an
+// admission and what dry-run prints are the same, whole and predictable.
 const (
 	maxWarningRunes      = 256
 	maxTotalWarningRunes = 4096
 )
 
-// sanitizeWarnings returns warnings the API server passes on unchanged:
+// clientWarnings returns warnings the API server passes on unchanged:
 // valid UTF-8 without control characters, deduplicated, each at most 256
 // runes, together at most 4096 runes. When some do not fit, the last one
 // says how many were left out.
-func sanitizeWarnings(in []string) []string {
+func clientWarnings(in []string) []string {
 	if len(in) == 0 {
 		return nil
 	}
