@@ -432,7 +432,6 @@ spec:
 	t.Logf("answers: %v", count)
 }
 
-
 func create(ns string, raw []byte) (cradmission.Request, []byte) {
 	return op(admissionv1.Create, ns, raw)
 }
