@@ -89,7 +89,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	var stops []func() error
 	defer func() {
 		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sig)
 		if len(stops) > 0 {
 			fmt.Fprintln(out, "\nStopping the webhook, kube-apiserver and etcd…")

@@ -24,7 +24,12 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// kube-apiserver and etcd run in their own process groups and outlive
+	// this process unless it stops them: a closed terminal or a closed
+	// output pipe (make demo | head) must end in that cleanup too, not in
+	// death by signal.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
