@@ -81,12 +81,12 @@ func run(m *testing.M) (code int, err error) {
 			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", serr))
 		}
 	}()
-	// kube-apiserver and etcd run in their own process groups: a Ctrl-C or
-	// go test's timeout would end this process without the deferred stop
-	// and leave them running. Stop them first. (The webhook processes die
-	// with this one: Pdeathsig.)
+	// kube-apiserver and etcd run in their own process groups: a Ctrl-C, a
+	// closed terminal or go test's timeout would end this process without
+	// the deferred stop and leave them running. Stop them first. (The
+	// webhook processes die with this one: Pdeathsig.)
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	go func() {
 		if s, ok := <-sig; ok {
