@@ -171,9 +171,7 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		mounted++
 	}
 	if mounted == 0 {
-		if existing == nil {
-			a.skip(item, "every selected container already mounts something at "+mountPath, false)
-		}
+		a.skip(item, "every selected container already mounts something at "+mountPath, false)
 		return
 	}
 	if existing == nil {
