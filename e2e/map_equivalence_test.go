@@ -86,8 +86,9 @@ func exportSet(t *testing.T, set golden.Set) ([]mapexport.Exported, []mapexport.
 }
 
 // TestMAPEquivalence: for every pod of the golden corpus under every policy
-// set that exports without gaps (the example policies in both modes, the
-// memory policy forced to disk, the hostPath-only asset), the pod the
+// set (the example policies in both modes, the memory policy forced to disk,
+// the hostPath-only asset, and three policies contesting items, compiled
+// into one MAP, whose shadow policy is not exported), the pod the
 // apiserver stores with the exported MutatingAdmissionPolicy installed (and
 // no webhook) equals, field for field, the pod it stores with the webhook
 // installed (and no MAP): metadata.annotations, the status annotation
@@ -99,9 +100,6 @@ func exportSet(t *testing.T, set golden.Set) ([]mapexport.Exported, []mapexport.
 // A third twin has both, as during a migration: the MAP runs first, the
 // webhook then finds its own result and changes nothing, and the pod is
 // again the webhook's.
-//
-// The set whose export has gaps (several enforcing policies and a shadow
-// one) must report exactly those gaps: the command refuses it by default.
 func TestMAPEquivalence(t *testing.T) {
 	nsLabels := golden.NamespaceLabels(t)
 	names := slices.Sorted(maps.Keys(nsLabels))
@@ -109,20 +107,13 @@ func TestMAPEquivalence(t *testing.T) {
 	for _, set := range golden.Sets {
 		t.Run(set.Name, func(t *testing.T) {
 			exported, gaps := exportSet(t, set)
-			if len(gaps) > 0 {
-				var got []string
-				for _, g := range gaps {
-					got = append(got, g.Policy+": "+g.What)
+			for _, g := range gaps {
+				// A shadow policy changes no pod: the partial export
+				// (--allow-gaps) must still give the webhook's pods.
+				if g.What != "enforcement: shadow" {
+					t.Fatalf("export gap %v: only a shadow policy's is expected", g)
 				}
-				want := []string{
-					"b-extra: several enforcing policies (a-uv-cache, b-extra)",
-					"c-shadow: enforcement: shadow",
-				}
-				if set.Name != "multi" || !slices.Equal(sorted(got), want) {
-					t.Fatalf("export gaps %q, want none (or for multi %q)", got, want)
-				}
-				t.Logf("%s: not exportable without --allow-gaps: %q", set.Name, got)
-				return
+				t.Logf("partial export: %v", g)
 			}
 
 			// Twin namespaces: same labels as the corpus's, one set

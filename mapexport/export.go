@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -53,10 +54,12 @@ func (g Gap) String() string {
 	return fmt.Sprintf("policy %q: %s: %s", g.Policy, g.What, g.Why)
 }
 
-// Exported is one SandboxPolicy as a MutatingAdmissionPolicy and the binding
-// that activates it.
+// Exported is a MutatingAdmissionPolicy and the binding that activates it,
+// compiled from one SandboxPolicy, or from all the enforcing policies of a
+// set that has several.
 type Exported struct {
-	Source  string // the SandboxPolicy's name
+	// Sources are the SandboxPolicies compiled into Policy, in order.
+	Sources []string
 	Policy  *admissionregistrationv1.MutatingAdmissionPolicy
 	Binding *admissionregistrationv1.MutatingAdmissionPolicyBinding
 }
@@ -71,11 +74,20 @@ var Differences = []string{
 	"memory quantities are computed in whole bytes: a pod with a fractional-byte or exabyte-sized memory quantity is rejected (failurePolicy: Fail) instead of mutated",
 }
 
-// Export compiles every policy of set to a MutatingAdmissionPolicy
+// Export compiles the policies of set to MutatingAdmissionPolicies
 // (admissionregistration.k8s.io/v1, GA and on by default since Kubernetes
-// 1.36) and its binding, reproducing the webhook's result field for field:
-// the same volumes, mounts, env, pod-level memory and status annotation, in
-// the same order.
+// 1.36) and their bindings, reproducing the webhook's result field for
+// field: the same volumes, mounts, env, pod-level memory and status
+// annotation, in the same order.
+//
+// A set with one enforcing policy gives one MAP named after it. A set with
+// several gives one MAP for all of them: the webhook applies policies in
+// name order, gives a volume name, mount path, env var or the pod-level
+// memory that two of them declare to the first that selects the pod, and
+// writes one status annotation for all, while the apiserver runs separate
+// MAPs in no defined order. The MAP's mutations are then one per policy, in
+// name order, each guarded by the policy's own selectors in CEL, and a last
+// one that writes the annotation.
 //
 // The exported policies match CREATE of pods only, never in kube-system,
 // with the policy's selectors as the policy's matchConstraints (label
@@ -94,13 +106,12 @@ var Differences = []string{
 // leak-mitigation is an export with another --leak-mitigation and an apply.
 //
 // What a MAP cannot reproduce is returned as gaps, policy by policy; the
-// exported objects of a policy with gaps do everything else.
+// exported objects do everything else.
 func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 	var (
-		out  []Exported
-		gaps []Gap
+		gaps      []Gap
+		enforcing []*policy.Policy
 	)
-	var enforcing []*policy.Policy
 	for _, p := range set.Policies {
 		if p.Spec.Enforcement == policy.Shadow {
 			gaps = append(gaps, Gap{Policy: p.Name(), What: "enforcement: shadow",
@@ -108,31 +119,29 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 			continue
 		}
 		enforcing = append(enforcing, p)
+		gaps = append(gaps, quantityGaps(p)...)
 	}
-	if len(enforcing) > 1 {
-		names := make([]string, len(enforcing))
-		for i, p := range enforcing {
-			names[i] = p.Name()
-		}
-		for _, p := range enforcing[1:] {
-			gaps = append(gaps, Gap{Policy: p.Name(), What: "several enforcing policies (" + strings.Join(names, ", ") + ")",
-				Why: "the webhook applies policies in name order, gives a contested volume, mount path, env var or pod-level memory to the first, " +
-					"and writes one status annotation for all; the apiserver runs MAPs in no defined order and each writes the annotation for itself"})
-		}
-	}
-	for _, p := range enforcing {
-		e, pgaps, err := exportPolicy(p, opts)
+	var out []Exported
+	switch {
+	case len(enforcing) == 1:
+		p := enforcing[0]
+		e, err := exportPolicy(p, opts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy %q: %w", p.Name(), err)
 		}
-		gaps = append(gaps, pgaps...)
+		out = append(out, e)
+	case len(enforcing) > 1:
+		e, err := exportPolicies(enforcing, opts)
+		if err != nil {
+			return nil, nil, err
+		}
 		out = append(out, e)
 	}
 	for _, e := range out {
 		var own []string
 		for _, g := range gaps {
-			if g.Policy == e.Source {
-				own = append(own, g.What)
+			if slices.Contains(e.Sources, g.Policy) || g.What == "enforcement: shadow" {
+				own = append(own, g.Policy+": "+g.What)
 			}
 		}
 		if len(own) > 0 {
@@ -142,54 +151,123 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 	return out, gaps, nil
 }
 
-func exportPolicy(p *policy.Policy, opts Options) (Exported, []Gap, error) {
-	name := NamePrefix + p.Name()
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return Exported{}, nil, fmt.Errorf("exported name %q: %s", name, strings.Join(errs, "; "))
+// quantityGaps reports memory quantities of p that are not whole bytes.
+func quantityGaps(p *policy.Policy) []Gap {
+	m := p.Spec.Memory
+	if m == nil {
+		return nil
 	}
 	var gaps []Gap
-	if m := p.Spec.Memory; m != nil {
-		for what, q := range map[string]string{"memory.limit": m.Limit, "memory.request": m.Request} {
-			if q == "" {
-				continue
-			}
-			v := p.MemoryLimit
-			if what == "memory.request" {
-				v = p.MemoryRequest
-			}
-			if _, ok := v.AsInt64(); !ok {
-				gaps = append(gaps, Gap{Policy: p.Name(), What: what + " " + q,
-					Why: "not a whole number of bytes: the MAP computes memory in whole bytes"})
+	for _, q := range []struct {
+		what, spelled string
+		value         resource.Quantity
+	}{{"memory.limit", m.Limit, p.MemoryLimit}, {"memory.request", m.Request, p.MemoryRequest}} {
+		if _, ok := q.value.AsInt64(); q.spelled != "" && !ok {
+			gaps = append(gaps, Gap{Policy: p.Name(), What: q.what + " " + q.spelled,
+				Why: "not a whole number of bytes: the MAP computes memory in whole bytes"})
+		}
+	}
+	return gaps
+}
+
+func effectiveMode(p *policy.Policy, opts Options) policy.Mode {
+	switch opts.LeakMitigation {
+	case mutate.LeakMitigationOn:
+		return policy.ModeDisk
+	case mutate.LeakMitigationOff:
+		return policy.ModeMemory
+	}
+	return p.Spec.Mode
+}
+
+// exportPolicy compiles a policy that is the only enforcing one of its set.
+func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
+	mode := effectiveMode(p, opts)
+	pr := &program{}
+	pd := podVariables(pr)
+	b := newBlock(pr, pd, p, mode, "", nil, nil)
+	b.compile()
+	b.mutations(setAnnotation(mutate.StatusAnnotation, b.status(mode)))
+
+	nsSel, conds := matchNamespaces(p, opts)
+	podSel, podConds := matchPods(p)
+	return newExported(NamePrefix+p.Name(), []*policy.Policy{p}, pr, nsSel, podSel, append(conds, podConds...))
+}
+
+// passAnnotation holds, during one admission, what the policies compiled
+// into one MAP have done so far, for the status annotation the MAP's last
+// mutation writes; the last mutation removes it.
+const passAnnotation = "sandbox-webhook.io/export-map-pass"
+
+// exportPolicies compiles the enforcing policies of a set into one MAP.
+func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
+	pr := &program{}
+	pd := podVariables(pr)
+	cl := claims{}
+	var (
+		earlier []injectedCache
+		any     []string
+	)
+	pass := fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(passAnnotation))
+	for k, p := range ps {
+		mode := effectiveMode(p, opts)
+		pre := fmt.Sprintf("p%d_", k)
+		match := matchCEL(p, true)
+		// Match conditions get no namespace object: they select without
+		// the namespace's labels, the mutations then with them.
+		any = append(any, matchCEL(p, false))
+		b := newBlock(pr, pd, p, mode, pre, cl, earlier)
+		b.matched = pr.def(pre+"match", match)
+		b.compile()
+		entry, converted, memory := b.fragment(mode)
+		lines := fmt.Sprintf("['P' + %s] + %s.map(n, 'C' + n) + (%s != '' ? ['M' + %s] : [])", entry, converted, memory, memory)
+		b.mutations(setAnnotation(passAnnotation, fmt.Sprintf("[%s].map(s, (s == '' ? '' : s + '\\n') + (%s).join('\\n'))[0]", pass, lines)))
+		if mode == policy.ModeMemory {
+			for _, v := range b.volumes {
+				if v.cache {
+					earlier = append(earlier, injectedCache{name: v.name, injected: and(b.matched, v.injected)})
+				}
 			}
 		}
 	}
-	mode := p.Spec.Mode
-	switch opts.LeakMitigation {
-	case mutate.LeakMitigationOn:
-		mode = policy.ModeDisk
-	case mutate.LeakMitigationOff:
-		mode = policy.ModeMemory
+	lines := pr.def("passLines", pass+".split('\\n')")
+	entries := fmt.Sprintf("%s.filter(l, l.startsWith('P')).map(l, l.substring(1))", lines)
+	converted := pr.def("passConverted", fmt.Sprintf("%s.filter(l, l.startsWith('C')).map(l, l.substring(1))", lines))
+	memory := fmt.Sprintf("[%s.filter(l, l.startsWith('M'))].map(m, size(m) > 0 ? m[0].substring(1) : '')[0]", lines)
+	status := statusText(pr, pd, paren(entries), converted, paren(memory), nil)
+	// Nothing to record when no policy selected the pod after all (the
+	// match conditions do not see the namespace's labels).
+	pr.jsonPatch(fmt.Sprintf("%s == '' ? [] : [JSONPatch{op: 'add', path: %s, value: %s}, JSONPatch{op: 'remove', path: %s}]",
+		pass, str("/metadata/annotations/"+pointerEscape(mutate.StatusAnnotation)), status, str("/metadata/annotations/"+pointerEscape(passAnnotation))))
+
+	nsSel, conds := matchNamespaces(&policy.Policy{}, opts)
+	conds = append(conds,
+		admissionregistrationv1.MatchCondition{Name: "not-windows", Expression: notWindows},
+		admissionregistrationv1.MatchCondition{Name: "any-policy", Expression: layout(or(any...))})
+	return newExported(strings.TrimSuffix(NamePrefix, "-"), ps, pr, nsSel, &metav1.LabelSelector{}, conds)
+}
+
+func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *metav1.LabelSelector, conds []admissionregistrationv1.MatchCondition) (Exported, error) {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return Exported{}, fmt.Errorf("exported name %q: %s", name, strings.Join(errs, "; "))
 	}
-
-	pr := &program{}
-	pd := podVariables(pr)
-	b := newBlock(pr, pd, p, mode)
-	b.compile()
-	b.mutations(b.status(mode))
-
+	var names, hashes []string
+	for _, p := range ps {
+		names = append(names, p.Name())
+		hashes = append(hashes, p.Hash)
+	}
 	fail := admissionregistrationv1.Fail
-	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
 	equivalent := admissionregistrationv1.Equivalent
-	meta := metav1.ObjectMeta{
-		Name:        name,
-		Labels:      map[string]string{ManagedByLabel: "sandbox-webhook"},
-		Annotations: map[string]string{PolicyAnnotation: p.Name(), HashAnnotation: p.Hash},
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{ManagedByLabel: "sandbox-webhook"},
+			Annotations: map[string]string{PolicyAnnotation: strings.Join(names, ","), HashAnnotation: strings.Join(hashes, ",")},
+		}
 	}
-	nsSel, conds := matchNamespaces(p, opts)
-	podSel, podConds := matchPods(p)
-	map_ := &admissionregistrationv1.MutatingAdmissionPolicy{
+	p := &admissionregistrationv1.MutatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
-		ObjectMeta: meta,
+		ObjectMeta: meta(),
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: nsSel,
@@ -206,22 +284,19 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, []Gap, error) {
 				}},
 				MatchPolicy: &equivalent,
 			},
-			MatchConditions:    append(conds, podConds...),
+			MatchConditions:    conds,
 			Variables:          pr.vars,
 			Mutations:          pr.mutations,
 			FailurePolicy:      &fail,
-			ReinvocationPolicy: ifNeeded,
+			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
 		},
 	}
-	bmeta := meta
-	bmeta.Labels = map[string]string{ManagedByLabel: "sandbox-webhook"}
-	bmeta.Annotations = map[string]string{PolicyAnnotation: p.Name(), HashAnnotation: p.Hash}
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
-		ObjectMeta: bmeta,
+		ObjectMeta: meta(),
 		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
 	}
-	return Exported{Source: p.Name(), Policy: map_, Binding: binding}, gaps, nil
+	return Exported{Sources: names, Policy: p, Binding: binding}, nil
 }
 
 // matchNamespaces returns the namespace selector and the match conditions
@@ -290,10 +365,7 @@ func matchPods(p *policy.Policy) (*metav1.LabelSelector, []admissionregistration
 	if m.PodSelector != nil {
 		sel = m.PodSelector.DeepCopy()
 	}
-	conds := []admissionregistrationv1.MatchCondition{{
-		Name:       "not-windows",
-		Expression: "object.spec.?os.?name.orValue('') != 'windows'",
-	}}
+	conds := []admissionregistrationv1.MatchCondition{{Name: "not-windows", Expression: notWindows}}
 	if o := m.OptOut; o != nil && o.Label != "" {
 		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
 			Key: o.Label, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
@@ -312,4 +384,44 @@ func matchPods(p *policy.Policy) (*metav1.LabelSelector, []admissionregistration
 		})
 	}
 	return sel, conds
+}
+
+// notWindows selects pods that are not Windows pods, which the webhook never
+// mutates: the caches, env and pod-level resources are Linux-only.
+const notWindows = "object.spec.?os.?name.orValue('') != 'windows'"
+
+// matchCEL returns a CEL condition equivalent to the policy's whole match
+// (mutate's match): namespaces, excluded namespaces, the namespace's labels,
+// the pod's labels, the excluded pods and the opt-out label and annotation.
+// kube-system, the excluded namespaces of Options and Windows pods are left
+// to the MAP's own constraints. Without namespaceLabels, the namespace
+// selector is left out (the condition is then necessary, not sufficient).
+func matchCEL(p *policy.Policy, namespaceLabels bool) string {
+	m := &p.Spec.Match
+	labels := "object.metadata.?labels.orValue({})"
+	var conds []string
+	if len(m.ExcludeNamespaces) > 0 {
+		conds = append(conds, not(globsMatch("request.namespace", m.ExcludeNamespaces)))
+	}
+	if len(m.Namespaces) > 0 {
+		conds = append(conds, globsMatch("request.namespace", m.Namespaces))
+	}
+	if m.NamespaceSelector != nil && namespaceLabels {
+		conds = append(conds, selectorCEL("namespaceObject.metadata.?labels.orValue({})", m.NamespaceSelector))
+	}
+	if m.PodSelector != nil {
+		conds = append(conds, selectorCEL(labels, m.PodSelector))
+	}
+	if m.ExcludePodSelector != nil {
+		conds = append(conds, not(selectorCEL(labels, m.ExcludePodSelector)))
+	}
+	if o := m.OptOut; o != nil {
+		if o.Label != "" {
+			conds = append(conds, fmt.Sprintf("%s[?%s].orValue('') != 'true'", labels, str(o.Label)))
+		}
+		if o.Annotation != "" {
+			conds = append(conds, fmt.Sprintf("object.metadata.?annotations[?%s].orValue('') != 'true'", str(o.Annotation)))
+		}
+	}
+	return and(conds...)
 }

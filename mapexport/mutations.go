@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -23,11 +22,13 @@ import (
 // literals, never parts of the pod: the apiserver converts them to JSON, and
 // from 1.37 the pod's own values may reach CEL as typed Go structs, which it
 // cannot convert.
-func (b *block) mutations(status string) {
+//
+// annotation is the CEL list of operations that record the block's status.
+func (b *block) mutations(annotation string) {
 	pd := b.pod
 	var ops []string
 	if b.selInit != "[]" {
-		ops = append(ops, b.containerOps(pd.inits, "initContainers", false)...)
+		ops = append(ops, b.containerOps(pd.inits, "initContainers", "")...)
 	}
 	ops = append(ops, b.containerOps(pd.apps, "containers", b.containerMemory)...)
 	if len(b.volumes) > 0 {
@@ -35,7 +36,7 @@ func (b *block) mutations(status string) {
 		for _, v := range b.volumes {
 			parts = append(parts, fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal))
 		}
-		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.pr.def("newVolumes", concat(parts))))
+		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.defs().def("newVolumes", concat(parts))))
 	}
 	if m := b.memory; m != nil {
 		limits := fmt.Sprintf("{'memory': %s}", m.limit)
@@ -43,21 +44,36 @@ func (b *block) mutations(status string) {
 		ops = append(ops, fmt.Sprintf("!%s ? [] : !has(object.spec.resources) ? [JSONPatch{op: 'add', path: '/spec/resources', value: {'limits': %s, 'requests': %s}}] : [%s, %s]",
 			m.write, limits, requests, addKey("object.spec.resources", "'/spec/resources'", "limits", "memory", m.limit), addKey("object.spec.resources", "'/spec/resources'", "requests", "memory", m.request)))
 	}
-	ops = append(ops, fmt.Sprintf("[size(object.metadata.?annotations.orValue({})) > 0 ? JSONPatch{op: 'add', path: %s, value: %s} : JSONPatch{op: 'add', path: '/metadata/annotations', value: {%s: %s}}]",
-		str("/metadata/annotations/"+pointerEscape(mutate.StatusAnnotation)), status, str(mutate.StatusAnnotation), status))
-	for _, e := range b.p.Spec.Env {
+	ops = append(ops, annotation)
+	for i, e := range b.p.Spec.Env {
 		if e.OnConflict != policy.Override {
 			continue
 		}
+		var over []string
 		if b.selInit != "[]" {
-			ops = append(ops, b.overrideOps(pd.inits, "initContainers", e))
+			over = append(over, b.overrideOps(pd.inits, "initContainers", e))
 		}
-		ops = append(ops, b.overrideOps(pd.apps, "containers", e))
+		over = append(over, b.overrideOps(pd.apps, "containers", e))
+		if c := b.envClaimed[i]; c != "false" {
+			over = []string{fmt.Sprintf("%s ? [] : %s", c, paren(concat(over)))}
+		}
+		ops = append(ops, over...)
 	}
 	if b.converts != "" {
 		ops = append(ops, fmt.Sprintf("%s.map(i, JSONPatch{op: 'remove', path: '/spec/volumes/' + string(i) + '/emptyDir/medium'})", b.converts))
 	}
-	b.pr.jsonPatch(concat(ops))
+	patch := concat(ops)
+	if b.matched != "true" {
+		patch = fmt.Sprintf("%s ? %s : []", b.matched, paren(patch))
+	}
+	b.pr.jsonPatch(patch)
+}
+
+// setAnnotation returns the CEL list of the operation that sets annotation
+// key to the CEL string value.
+func setAnnotation(key, value string) string {
+	return fmt.Sprintf("[size(object.metadata.?annotations.orValue({})) > 0 ? JSONPatch{op: 'add', path: %s, value: %s} : JSONPatch{op: 'add', path: '/metadata/annotations', value: {%s: %s}}]",
+		str("/metadata/annotations/"+pointerEscape(key)), value, str(key), value)
 }
 
 // appendOps returns JSONPatch operations that append the items of the list
@@ -86,7 +102,7 @@ func pointerEscape(s string) string {
 // containerOps returns the JSONPatch operations (CEL lists of them) for the
 // containers of list (the pod's field kind) the policy selects: their new
 // mounts and env appended, and with memory, their missing memory limit.
-func (b *block) containerOps(list, kind string, memory bool) []string {
+func (b *block) containerOps(list, kind string, memory string) []string {
 	var mounts, env []string
 	for _, v := range b.volumes {
 		fields := fmt.Sprintf("'name': dyn(%s), 'mountPath': dyn(%s)", str(v.name), str(v.mountPath))
@@ -114,7 +130,7 @@ func (b *block) containerOps(list, kind string, memory bool) []string {
 			ops = append(ops, each(appendOps("c.?"+f.field+".orValue([])", path+f.field+"'", concat(f.items))))
 		}
 	}
-	if memory {
+	if memory != "" {
 		// Container-level memory: the headroom, or the container's own
 		// request when it is higher, as the limit of every selected app
 		// container without one, with an explicit request.
@@ -125,6 +141,9 @@ func (b *block) containerOps(list, kind string, memory bool) []string {
 		lim := fmt.Sprintf("(%s ? %s : (quantity(%s).asInteger() > %d ? %s : %s))",
 			noRequest, str(b.p.MemoryLimit.String()), req, hv, canonicalQuantity(req), str(b.p.MemoryLimit.String()))
 		res := path + "resources'"
+		if memory != "true" {
+			noLimit = and(memory, noLimit)
+		}
 		ops = append(ops, each(fmt.Sprintf("!%s ? [] : !has(c.resources) ? [JSONPatch{op: 'add', path: %s, value: {'limits': {'memory': %s}, 'requests': {'memory': %s}}}] : [%s] + (%s ? [%s] : [])",
 			paren(noLimit), res, str(b.p.MemoryLimit.String()), str(b.p.MemoryRequest.String()),
 			addKey("c.resources", res, "limits", "memory", lim),
@@ -146,39 +165,53 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 		list, selected, list, name, first, str(e.Value), kind, list, name, name, str(e.Value))
 }
 
-// status returns the CEL of the status annotation the webhook writes for
-// this policy alone (mutate/status.go): name, hash, mode, what was injected
-// and skipped, the emptyDirs moved to disk and the pod-level memory set.
-func (b *block) status(mode policy.Mode) string {
-	pr, pd := b.pr, b.pod
+// fragment defines the variables of the block's part of the status
+// annotation the webhook writes (mutate/status.go): its entry in
+// "policies" (name, hash, mode, what it injected and skipped), the pod's
+// emptyDirs it moves to disk, and the pod-level memory it sets (a
+// `,"podMemory":{...}` member, or '').
+func (b *block) fragment(mode policy.Mode) (entry, converted, memory string) {
+	pr, pd := b.defs(), b.pod
 	inj := pr.def("statusInjected", concat(b.injected))
 	sk := pr.def("statusSkipped", concat(b.skipped))
-	frag := fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '') + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'",
+	entry = pr.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '') + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'",
 		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(mode)))),
-		inj, inj, sk, sk)
-
-	converted := "[]"
+		inj, inj, sk, sk))
+	converted = "[]"
 	if b.converts != "" {
 		converted = fmt.Sprintf("%s.map(i, %s[i].name)", b.converts, pd.volumes)
 	}
 	converted = pr.def("convertedNow", converted)
-	// An earlier pass's conversions stay recorded while the volume is
-	// still on disk (mutate's carryConversions).
+	memory = "''"
+	if m := b.memory; m != nil {
+		memory = pr.def("statusMemory", fmt.Sprintf("%s ? ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}' : ''",
+			m.applied, m.limit, m.ownRequest, m.request))
+	}
+	return entry, converted, memory
+}
+
+// statusText returns the CEL of the whole status annotation from the
+// policies' entries (a CEL list of strings), the emptyDirs moved to disk in
+// this pass (a CEL list) plus those an earlier pass moved and are still on
+// disk (mutate's carryConversions), and the podMemory member.
+func statusText(pr *program, pd *pod, entries, converted, memory string, onDiskExtra []string) string {
+	onDisk := fmt.Sprintf("[%s.filter(v, v.name == n)].exists(l, size(l) > 0 && has(l[0].emptyDir) && l[0].emptyDir.?medium.orValue('') != 'Memory')", pd.volumes)
+	carried := fmt.Sprintf("%s.filter(n, !(n in %s) && %s)", pd.prevConverted, converted, or(append([]string{onDisk}, onDiskExtra...)...))
+	all := pr.def("statusConverted", fmt.Sprintf("(%s + %s).sort()", converted, carried))
+	conv := fmt.Sprintf("(size(%s) > 0 ? ',\"converted\":[' + %s.map(n, '\"' + n + '\"').join(',') + ']' : '')", all, all)
+	return pr.def("status", fmt.Sprintf("'{\"policies\":[' + %s.join(',') + ']' + %s + %s + '}'", entries, conv, memory))
+}
+
+// status returns the CEL of the status annotation of a policy alone in its
+// MAP. The pod it reads is the pod before the policy's own mutation, so a
+// disk-mode cache it adds in this pass is on disk afterwards too.
+func (b *block) status(mode policy.Mode) string {
+	entry, converted, memory := b.fragment(mode)
 	var diskCaches []string
 	for _, v := range b.volumes {
 		if v.cache && b.mode == policy.ModeDisk {
 			diskCaches = append(diskCaches, fmt.Sprintf("(n == %s && %s)", str(v.name), v.addVolume))
 		}
 	}
-	onDisk := fmt.Sprintf("[%s.filter(v, v.name == n)].exists(l, size(l) > 0 && has(l[0].emptyDir) && l[0].emptyDir.?medium.orValue('') != 'Memory')", pd.volumes)
-	carried := fmt.Sprintf("%s.filter(n, !(n in %s) && %s)", pd.prevConverted, converted, or(append([]string{onDisk}, diskCaches...)...))
-	all := pr.def("statusConverted", fmt.Sprintf("(%s + %s).sort()", converted, carried))
-	conv := fmt.Sprintf("(size(%s) > 0 ? ',\"converted\":[' + %s.map(n, '\"' + n + '\"').join(',') + ']' : '')", all, all)
-
-	mem := "''"
-	if m := b.memory; m != nil {
-		mem = fmt.Sprintf("(%s ? '' : ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}')",
-			m.kept, m.limit, m.ownRequest, m.request)
-	}
-	return pr.def("status", fmt.Sprintf("'{\"policies\":[' + %s + ']' + %s + %s + '}'", frag, conv, mem))
+	return statusText(b.pr, b.pod, "["+entry+"]", converted, memory, diskCaches)
 }

@@ -106,6 +106,19 @@ type block struct {
 	pod  *pod
 	p    *policy.Policy
 	mode policy.Mode
+	// pre prefixes the names of the block's variables: the policies of a
+	// set compiled into one MAP each have their own.
+	pre string
+	// claims are the items of the policies compiled before this one into
+	// the same MAP; nil when it is alone.
+	claims claims
+	// matched is a CEL condition: the policy selects the pod ("true" when
+	// the MAP's match constraints and conditions select for it alone).
+	matched string
+	// earlierCaches are the memory-backed caches of the policies before
+	// this one: a disk-mode policy does not convert them (webhook:
+	// "injected/" claims).
+	earlierCaches []injectedCache
 
 	selInit, selApp, sel string
 	// selects is a CEL condition on a container name: the policy's
@@ -113,19 +126,97 @@ type block struct {
 	selects           func(name string) string
 	volumes           []*volumeItem
 	envAdd            []string // per env: the container names that get it
+	envClaimed        []string // per env: an earlier policy holds it
 	memory            *podMemory
-	containerMemory   bool
+	containerMemory   string // CEL: the policy sets container-level memory ("" without)
 	converts          string // indices of the volumes to move to disk
 	injected, skipped []string
 }
 
 // podMemory are the variables of pod-level memory.
 type podMemory struct {
-	kept, write, limit, request, ownRequest string
+	// applied: the policy sets the pod-level memory (the pod does not set
+	// its own, no earlier policy holds it).
+	applied, write, limit, request, ownRequest string
 }
 
-func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode) *block {
-	b := &block{pr: pr, pod: pd, p: p, mode: mode}
+// injectedCache is a memory-backed cache a policy injected: its name and
+// the CEL condition that it did.
+type injectedCache struct{ name, injected string }
+
+// definer defines the variables of a block under its prefix.
+type definer struct {
+	pr  *program
+	pre string
+}
+
+func (d definer) def(name, expr string) string { return d.pr.def(d.pre+name, expr) }
+
+func (b *block) defs() definer { return definer{pr: b.pr, pre: b.pre} }
+
+// claims records which earlier policy of the same MAP would hold a volume
+// name, a mount path, an env var or the pod-level memory: as in the webhook,
+// an item belongs to the first policy (in name order) that declares it and
+// selects the pod, unless an even earlier one holds one of its keys.
+type claims map[string][]claim
+
+// claim is an earlier policy's item: its policy and the CEL condition that
+// it holds its keys.
+type claim struct{ policy, holds string }
+
+// check returns the CEL condition that an earlier policy holds one of keys
+// (in the order the webhook checks them) and the CEL string of the reason
+// the webhook gives, reason(key, owner).
+func (c claims) check(keys []string, reason func(key, owner string) string) (cond, why string) {
+	var conds, reasons []string
+	for _, k := range keys {
+		for _, cl := range c[k] {
+			conds = append(conds, cl.holds)
+			reasons = append(reasons, fmt.Sprintf("(%s ? [%s] : [])", cl.holds, str(jsonText(reason(k, cl.policy)))))
+		}
+	}
+	if len(conds) == 0 {
+		return "false", "''"
+	}
+	return or(conds...), fmt.Sprintf("%s[0]", paren(concat(reasons)))
+}
+
+func (c claims) add(keys []string, policy, holds string) {
+	for _, k := range keys {
+		c[k] = append(c[k], claim{policy: policy, holds: holds})
+	}
+}
+
+// claimed defines the variables of an item's claim: whether an earlier
+// policy holds one of its keys, and the reason; and registers the item as
+// holding its keys when this policy selects the pod and nothing earlier
+// holds them. Alone in its MAP, a policy's items are never claimed.
+func (b *block) claimed(id string, keys []string, reason func(key, owner string) string) (cond, why string) {
+	if b.claims == nil {
+		return "false", "''"
+	}
+	cond, why = b.claims.check(keys, reason)
+	d := b.defs()
+	if cond != "false" {
+		cond = d.def(id+"Claimed", cond)
+		why = d.def(id+"ClaimReason", why)
+	}
+	b.claims.add(keys, b.p.Name(), d.def(id+"Holds", and(b.matched, not(cond))))
+	return cond, why
+}
+
+// memoryClaimReason: memory is one item whatever its level (pod or
+// containers), held by the first policy that sets it.
+func memoryClaimReason(_, owner string) string {
+	return fmt.Sprintf("memory is claimed by policy %q, which applies first", owner)
+}
+
+func claimReason(key, owner string) string {
+	return fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner)
+}
+
+func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode, pre string, cl claims, earlier []injectedCache) *block {
+	b := &block{pr: pr, pod: pd, p: p, mode: mode, pre: pre, claims: cl, matched: "true", earlierCaches: earlier}
 	cs := p.Spec.Containers
 	selected := func(name string) string {
 		return and(globsMatch(name, cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(name, g) })))
@@ -135,7 +226,7 @@ func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode) *block {
 		if cond := selected("c.name"); cond == "true" {
 			b.selInit = pd.inits
 		} else {
-			b.selInit = pr.def("selectedInit", fmt.Sprintf("%s.filter(c, %s)", pd.inits, cond))
+			b.selInit = b.defs().def("selectedInit", fmt.Sprintf("%s.filter(c, %s)", pd.inits, cond))
 		}
 	} else {
 		b.selInit = "[]"
@@ -143,9 +234,9 @@ func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode) *block {
 	if cond := selected("c.name"); cond == "true" {
 		b.selApp = pd.apps
 	} else {
-		b.selApp = pr.def("selectedApp", fmt.Sprintf("%s.filter(c, %s)", pd.apps, cond))
+		b.selApp = b.defs().def("selectedApp", fmt.Sprintf("%s.filter(c, %s)", pd.apps, cond))
 	}
-	b.sel = pr.def("selected", b.selInit+" + "+b.selApp)
+	b.sel = b.defs().def("selected", b.selInit+" + "+b.selApp)
 	return b
 }
 
@@ -170,8 +261,13 @@ func (b *block) compile() {
 	}
 	if m := b.p.Spec.Memory; m != nil {
 		if m.Level == policy.LevelContainer {
-			b.containerMemory = true
-			b.injected = append(b.injected, "["+jsonString("memory/containers")+"]")
+			b.containerMemory = "true"
+			claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
+			b.injected = append(b.injected, fmt.Sprintf("%s ? [] : [%s]", claimed, jsonString("memory/containers")))
+			if claimed != "false" {
+				b.containerMemory = not(claimed)
+				b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []", claimed, opening("memory/containers: "), why, quote))
+			}
 		} else {
 			b.podMemory()
 		}
@@ -272,12 +368,13 @@ func (b *block) asset(i int, a policy.Asset) {
 // volume defines the variables of one volume item, following
 // mutate's applier.volume.
 func (b *block) volume(id string, v *volumeItem) {
-	pr, pd := b.pr, b.pod
+	pr, pd := b.defs(), b.pod
 	if strings.HasPrefix(v.item, "(") {
 		v.item = pr.def(id+"Item", v.item)
 	}
+	claimed, why := b.claimed(id, []string{"volume/" + v.name, "path/" + v.mountPath}, claimReason)
 	v.existing = pr.def(id+"Existing", fmt.Sprintf("%s.filter(v, v.name == %s)", pd.volumes, str(v.name)))
-	v.blocked = pr.def(id+"Blocked", fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]"))))
+	v.blocked = pr.def(id+"Blocked", or(claimed, fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]")))))
 	mp := str(v.mountPath)
 	v.conflicts = pr.def(id+"Conflicts", fmt.Sprintf(
 		"%s ? [] : %s.filter(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name != %s)).map(c, "+
@@ -290,7 +387,11 @@ func (b *block) volume(id string, v *volumeItem) {
 	v.addVolume = pr.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
 
 	entry := func(reason string) string { return fmt.Sprintf("[%s + %s + %s]", quote, v.item, closing(": "+reason)) }
-	b.skipped = append(b.skipped, fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s || size(%s) > 0 ? [] : %s)",
+	skipped := ""
+	if claimed != "false" {
+		skipped = fmt.Sprintf("%s ? [%s + %s + ': ' + %s + %s] : ", claimed, quote, v.item, why, quote)
+	}
+	b.skipped = append(b.skipped, skipped+fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s || size(%s) > 0 ? [] : %s)",
 		v.blocked, entry(fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", v.name)),
 		b.sel, entry("no container is selected"),
 		v.conflicts,
@@ -300,16 +401,25 @@ func (b *block) volume(id string, v *volumeItem) {
 }
 
 func (b *block) env(i int, e policy.EnvVar) {
-	pr := b.pr
+	pr := b.defs()
 	id := fmt.Sprintf("env%d", i)
 	name := str(e.Name)
-	has := fmt.Sprintf("c.?env.orValue([]).exists(x, x.name == %s)", name)
-	b.envAdd = append(b.envAdd, pr.def(id+"Add", fmt.Sprintf("%s.filter(c, !%s).map(c, c.name)", b.sel, has)))
 	item := "env/" + e.Name
-	b.injected = append(b.injected, fmt.Sprintf("size(%s) > 0 ? [%s] : []", b.sel, jsonString(item)))
+	claimed, why := b.claimed(id, []string{item}, claimReason)
+	b.envClaimed = append(b.envClaimed, claimed)
+	sel := b.sel
+	if claimed != "false" {
+		sel = fmt.Sprintf("(%s ? [] : %s)", claimed, b.sel)
+	}
+	has := fmt.Sprintf("c.?env.orValue([]).exists(x, x.name == %s)", name)
+	b.envAdd = append(b.envAdd, pr.def(id+"Add", fmt.Sprintf("%s.filter(c, !%s).map(c, c.name)", sel, has)))
+	b.injected = append(b.injected, fmt.Sprintf("size(%s) > 0 ? [%s] : []", sel, jsonString(item)))
 	skipEmpty := jsonString(item + ": no container is selected")
+	if claimed != "false" {
+		skipEmpty = fmt.Sprintf("%s ? %s + %s + %s : %s", claimed, opening(item+": "), why, quote, skipEmpty)
+	}
 	if e.OnConflict == policy.Override {
-		b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : []", b.sel, skipEmpty))
+		b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : []", sel, skipEmpty))
 		return
 	}
 	// The pod's own value is kept (onConflict: keep): reported per
@@ -317,9 +427,9 @@ func (b *block) env(i int, e policy.EnvVar) {
 	kept := pr.def(id+"Kept", fmt.Sprintf(
 		"%s.filter(c, %s && [c.env.filter(x, x.name == %s)[0]].exists(x, has(x.valueFrom) || x.?value.orValue('') != %s)).map(c, "+
 			"%s + c.name + %s + c.name + %s)",
-		b.sel, has, name, str(e.Value),
+		sel, has, name, str(e.Value),
 		opening(item+"["), text(`]: container "`), closing(fmt.Sprintf(`" sets its own %s; kept (onConflict: keep)`, e.Name))))
-	b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : %s", b.sel, skipEmpty, kept))
+	b.skipped = append(b.skipped, fmt.Sprintf("size(%s) == 0 ? [%s] : %s", sel, skipEmpty, kept))
 }
 
 // podMemory follows mutate's applier.memory: the pod-level limit is the
@@ -328,7 +438,8 @@ func (b *block) env(i int, e policy.EnvVar) {
 // (KEP-753: init containers, native sidecars, limits standing in for missing
 // requests), at least the policy's minimum; the pod's own values are kept.
 func (b *block) podMemory() {
-	pr, pd := b.pr, b.pod
+	pr, pd := b.defs(), b.pod
+	claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
 	headroom, minimum := b.p.MemoryLimit, b.p.MemoryRequest
 	hv, _ := headroom.AsInt64()
 	mv, _ := minimum.AsInt64()
@@ -342,7 +453,7 @@ func (b *block) podMemory() {
 	// recomputed; values the pod author set are kept.
 	ours := pr.def("memoryOurs", and(pd.prevMem, lim+" != ''", sameQ(lim, pd.prevLim),
 		or(pd.prevReq+" == ''", and(req+" != ''", sameQ(req, pd.prevReq)))))
-	kept := pr.def("memoryKept", fmt.Sprintf("%s != '' && !%s", lim, ours))
+	kept := pr.def("memoryKept", and(not(claimed), fmt.Sprintf("%s != '' && !%s", lim, ours)))
 	ownReq := pr.def("memoryOwnRequest", and(req+" != ''", or(not(ours), pd.prevReq+" == ''")))
 
 	effective := "c.?resources.?requests.?memory.orValue(c.?resources.?limits.?memory.orValue(''))"
@@ -384,11 +495,18 @@ func (b *block) podMemory() {
 	lim1Str := fmt.Sprintf("(%s > %d ? %s : %s)", maxLim, hv, maxLimStr, str(headroom.String()))
 	limVal := pr.def("limitValue", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqVal, lim1Val))
 	limStr := pr.def("limitString", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqStr, lim1Str))
-	write := pr.def("memoryWrite", and(not(kept), or(lim+" == ''", req+" == ''",
+	applied := and(not(claimed), not(kept))
+	if applied != not(kept) {
+		applied = pr.def("memoryApplied", applied)
+	}
+	write := pr.def("memoryWrite", and(applied, or(lim+" == ''", req+" == ''",
 		fmt.Sprintf("quantity(%s).asInteger() != %s", lim, limVal), fmt.Sprintf("quantity(%s).asInteger() != %s", req, reqVal))))
-	b.memory = &podMemory{kept: kept, write: write, limit: limStr, request: reqStr, ownRequest: ownReq}
+	b.memory = &podMemory{applied: applied, write: write, limit: limStr, request: reqStr, ownRequest: ownReq}
 
-	b.injected = append(b.injected, fmt.Sprintf("%s ? [] : [%s]", kept, jsonString("memory/pod")))
+	b.injected = append(b.injected, fmt.Sprintf("%s ? [%s] : []", applied, jsonString("memory/pod")))
+	if claimed != "false" {
+		b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []", claimed, opening("memory/pod: "), why, quote))
+	}
 	b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []",
 		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), pr.def("podLimitCanonical", canonicalQuantity(lim)), closing("); kept")))
 }
@@ -396,7 +514,7 @@ func (b *block) podMemory() {
 // convert follows mutate's applier.convert: in disk mode the pod's own
 // memory-backed emptyDirs move to disk, except those keepMemoryVolumes names.
 func (b *block) convert() {
-	pr, pd := b.pr, b.pod
+	pr, pd := b.defs(), b.pod
 	var keeps []string
 	for _, ref := range b.p.Spec.KeepMemoryVolumes {
 		if ref.Name != "" {
@@ -409,6 +527,14 @@ func (b *block) convert() {
 	}
 	keep := or(keeps...)
 	memory := "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Memory'"
+	var injected []string
+	for _, c := range b.earlierCaches {
+		injected = append(injected, and(fmt.Sprintf("v.name == %s", str(c.name)), c.injected))
+	}
+	if len(injected) > 0 {
+		// A memory-mode policy's own cache stays on tmpfs.
+		memory = and(memory, not(or(injected...)))
+	}
 	b.converts = pr.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
 		pd.volumes, pd.volumes, memory, paren(keep)))
 	b.skipped = append(b.skipped, fmt.Sprintf("%s.filter(v, %s && %s).map(v, %s + v.name + %s)",
