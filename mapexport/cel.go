@@ -59,11 +59,17 @@ func and(conds ...string) string {
 	var out []string
 	for _, c := range conds {
 		if c != "" && c != "true" {
-			out = append(out, paren(c))
+			out = append(out, c)
 		}
 	}
-	if len(out) == 0 {
+	switch len(out) {
+	case 0:
 		return "true"
+	case 1:
+		return out[0]
+	}
+	for i := range out {
+		out[i] = paren(out[i])
 	}
 	return strings.Join(out, " && ")
 }
@@ -73,11 +79,17 @@ func or(conds ...string) string {
 	var out []string
 	for _, c := range conds {
 		if c != "" && c != "false" {
-			out = append(out, paren(c))
+			out = append(out, c)
 		}
 	}
-	if len(out) == 0 {
+	switch len(out) {
+	case 0:
 		return "false"
+	case 1:
+		return out[0]
+	}
+	for i := range out {
+		out[i] = paren(out[i])
 	}
 	return strings.Join(out, " || ")
 }

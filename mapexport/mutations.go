@@ -169,7 +169,7 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 // annotation the webhook writes (mutate/status.go): its entry in
 // "policies" (name, hash, mode, what it injected and skipped), the pod's
 // emptyDirs it moves to disk, and the pod-level memory it sets (a
-// `,"podMemory":{...}` member, or ”).
+// `,"podMemory":{...}` member, or the empty string).
 func (b *block) fragment(mode policy.Mode) (entry, converted, memory string) {
 	pr, pd := b.defs(), b.pod
 	inj := pr.def("statusInjected", concat(b.injected))
