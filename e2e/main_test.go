@@ -30,7 +30,7 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
+	code, err := runSuite(m)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		code = 1
@@ -38,9 +38,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// run sets the suite up, runs the tests and tears everything down. The
+// runSuite sets the suite up, runs the tests and tears everything down. The
 // control plane is not optional: missing binaries fail the suite.
-func run(m *testing.M) (code int, err error) {
+func runSuite(m *testing.M) (code int, err error) {
 	begin := time.Now()
 	root, err := harness.RepoRoot(".")
 	if err != nil {
