@@ -27,7 +27,7 @@ type applier struct {
 	pod    *corev1.Pod
 	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "injected/x" → policy
 	st     *status
-	sp     statusPolicy
+	sp     *statusPolicy // also in st.Policies; convert adds to it later
 }
 
 // target is a container the policy selected.
@@ -37,7 +37,7 @@ type target struct {
 }
 
 func (a *applier) apply() {
-	a.sp = statusPolicy{Name: a.p.Name(), Hash: a.p.Hash, Mode: a.mode}
+	a.sp = &statusPolicy{Name: a.p.Name(), Hash: a.p.Hash, Mode: a.mode}
 	sel := a.containers()
 	for i := range a.p.Spec.Caches {
 		a.cache(i, sel)
@@ -50,9 +50,6 @@ func (a *applier) apply() {
 	}
 	if a.p.Spec.Memory != nil {
 		a.memory(sel)
-	}
-	if a.mode == policy.ModeDisk {
-		a.convert()
 	}
 	a.st.Policies = append(a.st.Policies, a.sp)
 }
@@ -345,7 +342,7 @@ func (a *applier) containerMemory(sel []target) {
 
 // convert moves the pod's own memory-backed emptyDirs to disk (leak
 // mitigation), except the ones the policy keeps and the ones a policy
-// injected.
+// injected. It runs after every policy's apply.
 func (a *applier) convert() {
 	for i := range a.pod.Spec.Volumes {
 		v := &a.pod.Spec.Volumes[i]

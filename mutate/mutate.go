@@ -39,6 +39,10 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 	st := &status{}
 	claims := map[string]string{}
 	var out *corev1.Pod
+	// Disk-mode policies convert the pod's own tmpfs emptyDirs after every
+	// policy has injected, so no policy's cache is mistaken for the pod's,
+	// whatever the order.
+	var converters []*applier
 	for _, p := range set.Policies {
 		mode := effectiveMode(p, opts.LeakMitigation)
 		pr := PolicyResult{
@@ -79,6 +83,16 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			a.st = st
 		}
 		a.apply()
+		if mode == policy.ModeDisk {
+			if shadow {
+				a.convert()
+			} else {
+				converters = append(converters, a)
+			}
+		}
+	}
+	for _, a := range converters {
+		a.convert()
 	}
 	if out == nil || len(st.Policies) == 0 {
 		return res

@@ -176,3 +176,34 @@ spec:
 		t.Errorf("want the valueFrom removed and the value added, got %v", envOps)
 	}
 }
+
+// TestConversionSeesLaterPolicies: a disk-mode policy that sorts before a
+// memory-mode policy must not convert that policy's cache, in the first pass
+// or in a later one.
+func TestConversionSeesLaterPolicies(t *testing.T) {
+	set := parseSet(t, header+`metadata: {name: a-disk}
+spec:
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  env: [{name: A, value: "1"}]
+`, header+`metadata: {name: b-memory}
+spec:
+  mode: memory
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  caches: [{name: uv-cache, mountPath: /root/.cache/uv}]
+`)
+	pod := sandboxPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+	ns := mutate.Namespace{Name: "n"}
+	first := mutate.Pod(pod, ns, set, mutate.Options{})
+	media := map[string]corev1.StorageMedium{}
+	for _, v := range first.Pod.Spec.Volumes {
+		media[v.Name] = v.EmptyDir.Medium
+	}
+	if media["scratch"] != corev1.StorageMediumDefault || media["uv-cache"] != corev1.StorageMediumMemory {
+		t.Fatalf("want the pod's scratch on disk and b-memory's cache on tmpfs, got %v", media)
+	}
+	if second := mutate.Pod(first.Pod, ns, set, mutate.Options{}); second.Changed {
+		t.Fatalf("second pass changed the pod: %v", second.Pod.Spec.Volumes)
+	}
+}

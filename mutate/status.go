@@ -13,7 +13,7 @@ import (
 // policies ensure, not what one pass changed, so a second pass writes the
 // same bytes.
 type status struct {
-	Policies []statusPolicy `json:"policies"`
+	Policies []*statusPolicy `json:"policies"`
 	// Converted are the pod's own memory-backed emptyDirs moved to disk.
 	Converted []string `json:"converted,omitempty"`
 	// PodMemory is the pod-level memory this webhook set; a later pass
