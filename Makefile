@@ -29,9 +29,25 @@ lint: ## gofmt, go vet and golangci-lint.
 	go vet ./...
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 
+BENCH_OUT   ?= $(CURDIR)/_output/bench
+BENCH_COUNT ?= 3
+BENCH_TIME  ?= 500ms
+
 .PHONY: bench
-bench: ## Run the benchmarks.
-	go test -run '^$$' -bench . -benchmem ./...
+bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500); report in _output/bench/report.md.
+	@mkdir -p $(BENCH_OUT)
+	@echo "[bench] 1/3 go test -bench (every package; the handler against its floor)"
+	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
+	go run ./cmd/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
+	@echo "[bench] 2/3 cmd/loadgen: the serve process and the floor under load, and start-up"
+	go run ./cmd/loadgen --binary $(BIN)/sandbox-webhook --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
+	@echo "[bench] 3/3 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhook and none"
+	BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^TestBurstBench$$' -timeout 20m ./e2e/
+	@{ echo "# sandbox-webhook benchmarks"; echo; \
+	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
+	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./admission)"; echo; cat $(BENCH_OUT)/core.md; \
+	  echo; cat $(BENCH_OUT)/load.md; echo; cat $(BENCH_OUT)/e2e-burst.md; } > $(BENCH_OUT)/report.md
+	@echo "[bench] report: $(BENCH_OUT)/report.md"
 
 .PHONY: e2e
 e2e: tools ## Run only the end-to-end suite and the demo's test (race detector on).

@@ -1,0 +1,249 @@
+//go:build e2ebench
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// benchBursts are the burst sizes and how many rounds of each are measured.
+var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
+
+// TestBurstBench is the end-to-end part of `make bench` (build tag
+// e2ebench; `make test` runs TestBurst, the 100-pod burst, instead). It
+// creates bursts of 100 and of 500 concurrent sandbox pods, in one run, in
+// three namespaces of the same control plane:
+//
+//   - webhook: selected by sandbox-webhook with the seed policy;
+//   - floor: selected by a webhook configuration pointing at the floor
+//     server of cmd/loadgen (TLS, reads the review, answers "allowed" with
+//     no patch): the cost of calling any webhook;
+//   - none: selected by no webhook.
+//
+// Each round creates a warm-up burst and then the measured burst in each
+// namespace, the order rotating from round to round. Every pod must be
+// admitted, mutated in the webhook namespace and untouched in the others.
+// Latencies (each create timed on its own) are reported per configuration,
+// all rounds pooled, with the ratios to "none", in $BENCH_E2E_REPORT
+// (default _output/bench/e2e-burst.md). Timing is reported, never asserted.
+func TestBurstBench(t *testing.T) {
+	const scope = "benchburst"
+	webhookNS, floorNS, noneNS := scope+"-webhook", scope+"-floor", scope+"-none"
+	in := newInstance(t, scope, instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: webhookNS}}},
+	})
+	ctx := t.Context()
+	floorName := benchStartFloor(t, scope+"-floor", floorNS)
+	ensureNamespace(t, noneNS, nil)
+
+	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
+	const handlerMetric = "sandbox_webhook_admission_duration_seconds"
+	type config struct {
+		name, ns string
+		webhook  string // the webhook's name in its configuration, "" for none
+		check    func(*corev1.Pod) []string
+	}
+	configs := []config{
+		{"webhook", webhookNS, in.mwc.Webhooks[0].Name, func(p *corev1.Pod) []string { return seedProblems(p, corev1.StorageMediumMemory) }},
+		{"floor", floorNS, floorName, untouchedProblems},
+		{"none", noneNS, "", untouchedProblems},
+	}
+
+	var report strings.Builder
+	fmt.Fprintf(&report, "## End to end: bursts of concurrent pod creates (e2e, TestBurstBench)\n\n"+
+		"kube-apiserver %s and etcd on loopback, the webhook and the floor each a local process, client-go in the test "+
+		"(race detector %v), %d CPUs, GOMAXPROCS=%d, %s. Every create of a burst starts at once and is timed on its own; "+
+		"each measured burst follows a warm-up burst of the same size in the same namespace; rounds rotate the order. "+
+		"*floor* is a webhook that answers every review \"allowed\" with no patch (cmd/loadgen/floor); *none* is no webhook.\n",
+		harness.KubeVersion, raceEnabled, runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+
+	for _, b := range benchBursts {
+		lat := map[string][]time.Duration{}
+		errs := map[string]int{}
+		callSum, callN := map[string]float64{}, map[string]float64{}
+		var handlerSum, handlerN float64
+		for round := range b.rounds {
+			for i := range configs {
+				c := configs[(i+round)%len(configs)]
+				prefix := fmt.Sprintf("s%d-r%d", b.size, round)
+				warm := burst(ctx, c.ns, prefix+"-warmup", b.size)
+				benchCheck(t, c.name+" warm-up", warm, b.size, c.check)
+				var cs, cn, hs, hn float64
+				if c.webhook != "" {
+					l := fmt.Sprintf("name=%q", c.webhook)
+					cs, cn = apiserverMetric(t, callMetric+"_sum", l), apiserverMetric(t, callMetric+"_count", l)
+				}
+				if c.name == "webhook" {
+					hs, hn = in.metric(t, handlerMetric+"_sum"), in.metric(t, handlerMetric+"_count")
+				}
+				r := burst(ctx, c.ns, prefix, b.size)
+				benchCheck(t, c.name, r, b.size, c.check)
+				if c.webhook != "" {
+					l := fmt.Sprintf("name=%q", c.webhook)
+					callSum[c.name] += apiserverMetric(t, callMetric+"_sum", l) - cs
+					callN[c.name] += apiserverMetric(t, callMetric+"_count", l) - cn
+				}
+				if c.name == "webhook" {
+					handlerSum += in.metric(t, handlerMetric+"_sum") - hs
+					handlerN += in.metric(t, handlerMetric+"_count") - hn
+				}
+				lat[c.name] = append(lat[c.name], r.latencies...)
+				errs[c.name] += len(r.errs)
+				t.Logf("burst of %d, round %d, %s: %s", b.size, round+1, c.name, quantiles(r.latencies))
+			}
+		}
+		none := lat["none"]
+		fmt.Fprintf(&report, "\n### %d concurrent creates, %d rounds pooled\n\n", b.size, b.rounds)
+		fmt.Fprintf(&report, "| configuration | p50 / none | p99 / none | creates | errors | p50 | p90 | p99 | max | apiserver's mean webhook call |\n")
+		fmt.Fprintf(&report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, c := range configs {
+			l := lat[c.name]
+			call := "—"
+			if callN[c.name] > 0 {
+				call = fmt.Sprintf("%.2f ms", callSum[c.name]/callN[c.name]*1000)
+			}
+			fmt.Fprintf(&report, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", c.name,
+				benchRatio(quantile(l, .5), quantile(none, .5)), benchRatio(quantile(l, .99), quantile(none, .99)),
+				len(l), errs[c.name], benchMS(quantile(l, .5)), benchMS(quantile(l, .9)), benchMS(quantile(l, .99)), benchMS(quantile(l, 1)), call)
+		}
+		fmt.Fprintf(&report, "\nwebhook p99 / floor p99: %s. The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
+			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)), handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric)
+
+		// Keep etcd small for the next size.
+		for _, c := range configs {
+			if err := suite.cs.CoreV1().Pods(c.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				t.Fatalf("deleting the pods of %s: %v", c.ns, err)
+			}
+		}
+	}
+	t.Log("\n" + report.String())
+	path := os.Getenv("BENCH_E2E_REPORT")
+	if path == "" {
+		path = filepath.Join(suite.root, "_output", "bench", "e2e-burst.md")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report written to %s", path)
+}
+
+// benchCheck fails the test unless every create of the burst succeeded and
+// every stored pod passes check.
+func benchCheck(t *testing.T, what string, r burstResult, size int, check func(*corev1.Pod) []string) {
+	t.Helper()
+	for i, err := range r.errs {
+		if i == 3 {
+			t.Errorf("%s: … %d more failed creates", what, len(r.errs)-3)
+			break
+		}
+		t.Errorf("%s: create failed: %v", what, err)
+	}
+	bad := 0
+	for _, pod := range r.pods {
+		if p := check(pod); len(p) > 0 {
+			if bad++; bad <= 3 {
+				t.Errorf("%s: pod %s:%s", what, fmtPod(pod), joinProblems(p))
+			}
+		}
+	}
+	if len(r.pods) != size || bad > 0 {
+		t.Errorf("%s: %d/%d admitted, %d of them not as expected", what, len(r.pods), size, bad)
+	}
+}
+
+// benchStartFloor builds and starts cmd/loadgen/floor with its own serving
+// certificate, points a webhook configuration (the chart's, scoped to ns)
+// at it, waits until the apiserver calls it and returns the webhook's name.
+func benchStartFloor(t *testing.T, release, ns string) string {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	floor := filepath.Join(dir, "floor")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", floor, "./cmd/loadgen/floor")
+	build.Dir = suite.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the floor server: %v\n%s", err, out)
+	}
+	certs, err := harness.NewCerts(ctx, suite.binary, filepath.Join(dir, "tls"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logFile, err := os.Create(filepath.Join(dir, "floor.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(floor, "--cert-dir", certs.Dir(), "--address", addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+	})
+
+	ensureNamespace(t, ns, map[string]string{instanceLabel: release})
+	mwc, err := harness.RenderWebhookConfiguration(ctx, suite.root, harness.ConfigOptions{
+		Release:           release,
+		Namespace:         release + "-system",
+		URL:               "https://" + addr + "/mutate-v1-pod",
+		CABundle:          certs.Current().CA,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: release}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), mwc.Name, metav1.DeleteOptions{})
+	})
+	name := mwc.Webhooks[0].Name
+	label := fmt.Sprintf("name=%q", name)
+	i := 0
+	waitFor(t, "the apiserver to call the floor webhook", func() (bool, string) {
+		i++
+		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, sandboxPod(ns, fmt.Sprintf("probe-%d", i)), metav1.CreateOptions{}); err != nil {
+			return false, err.Error()
+		}
+		n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label)
+		return n > 0, fmt.Sprintf("%v calls", n)
+	})
+	return name
+}
+
+func benchMS(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func benchRatio(a, b time.Duration) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
+}
