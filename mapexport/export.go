@@ -87,7 +87,9 @@ var Differences = []string{
 // writes one status annotation for all, while the apiserver runs separate
 // MAPs in no defined order. The MAP's mutations are then one per policy, in
 // name order, each guarded by the policy's own selectors in CEL, and a last
-// one that writes the annotation.
+// one that moves the pod's own memory-backed emptyDirs to disk for the
+// disk-mode policies, after every policy has injected as in the webhook, and
+// writes the annotation.
 //
 // The exported policies match CREATE of pods only, never in kube-system,
 // with the policy's selectors as the policy's matchConstraints (label
@@ -185,8 +187,11 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
 	mode := effectiveMode(p, opts)
 	pr := &program{}
 	pd := podVariables(pr)
-	b := newBlock(pr, pd, p, mode, "", nil, nil)
+	b := newBlock(pr, pd, p, mode, "", nil)
 	b.compile()
+	if mode == policy.ModeDisk {
+		b.convert()
+	}
 	b.mutations(setAnnotation(mutate.StatusAnnotation, b.status(mode)))
 
 	nsSel, conds := matchNamespaces(p, opts)
@@ -196,7 +201,11 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
 
 // passAnnotation holds, during one admission, what the policies compiled
 // into one MAP have done so far, for the status annotation the MAP's last
-// mutation writes; the last mutation removes it.
+// mutation writes; the last mutation removes it. It has a line per policy
+// that selects the pod, 'P', the policy's index, a tab, the head of its
+// status entry, a tab and its skipped items joined by commas, and a line
+// 'M' and the podMemory member for the one that sets the pod-level memory.
+// JSON text has no raw tab or newline.
 const passAnnotation = "sandbox-webhook.io/export-map-pass"
 
 // exportPolicies compiles the enforcing policies of a set into one MAP.
@@ -205,8 +214,8 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 	pd := podVariables(pr)
 	cl := claims{}
 	var (
-		earlier []injectedCache
-		any     []string
+		blocks []*block
+		any    []string
 	)
 	pass := fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(passAnnotation))
 	for k, p := range ps {
@@ -216,29 +225,46 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 		// Match conditions get no namespace object: they select without
 		// the namespace's labels, the mutations then with them.
 		any = append(any, matchCEL(p, false))
-		b := newBlock(pr, pd, p, mode, pre, cl, earlier)
+		b := newBlock(pr, pd, p, mode, pre, cl)
 		b.matched = pr.def(pre+"match", match)
 		b.compile()
-		entry, converted, memory := b.fragment(mode)
-		lines := fmt.Sprintf("['P' + %s] + %s.map(n, 'C' + n) + (%s != '' ? ['M' + %s] : [])", entry, converted, memory, memory)
+		head, skipped := b.statusHead(mode)
+		head = b.defs().def("statusHead", head)
+		memory := b.statusMemory()
+		lines := fmt.Sprintf("[%s + %s + '\\t' + %s.join(',')] + (%s != '' ? ['M' + %s] : [])",
+			str(fmt.Sprintf("P%d\t", k)), head, skipped, memory, memory)
 		b.mutations(setAnnotation(passAnnotation, fmt.Sprintf("[%s].map(s, (s == '' ? '' : s + '\\n') + (%s).join('\\n'))[0]", pass, lines)))
-		if mode == policy.ModeMemory {
-			for _, v := range b.volumes {
-				if v.cache {
-					earlier = append(earlier, injectedCache{name: v.name, injected: and(b.matched, v.injected)})
-				}
-			}
-		}
+		blocks = append(blocks, b)
 	}
+	// The disk-mode policies convert the pod's own memory-backed emptyDirs
+	// in the last mutation, after every policy has injected, as the webhook
+	// does: no policy's cache is taken for the pod's own, whatever the
+	// order.
+	converts, kept := conversion(pr, pd, blocks)
 	lines := pr.def("passLines", pass+".split('\\n')")
-	entries := fmt.Sprintf("%s.filter(l, l.startsWith('P')).map(l, l.substring(1))", lines)
-	converted := pr.def("passConverted", fmt.Sprintf("%s.filter(l, l.startsWith('C')).map(l, l.substring(1))", lines))
+	// An entry is its head, its skipped items and then those of the
+	// conversion, which the webhook records after every policy's apply.
+	skipped := "(p[2] == '' ? [] : [p[2]])"
+	if converts != "" {
+		skipped += fmt.Sprintf(" + [%s][int(p[0])]", strings.Join(kept, ", "))
+	}
+	entries := fmt.Sprintf("%s.filter(l, l.startsWith('P')).map(l, l.substring(1).split('\\t')).map(p, p[1] + [%s].map(s, size(s) > 0 ? ',\"skipped\":[' + s.join(',') + ']' : '')[0] + '}')",
+		lines, skipped)
+	converted := "[]"
+	if converts != "" {
+		converted = fmt.Sprintf("%s.map(i, %s[i].name)", converts, pd.volumes)
+	}
+	converted = pr.def("convertedNow", converted)
 	memory := fmt.Sprintf("[%s.filter(l, l.startsWith('M'))].map(m, size(m) > 0 ? m[0].substring(1) : '')[0]", lines)
 	status := statusText(pr, pd, paren(entries), converted, paren(memory), nil)
+	ops := fmt.Sprintf("[JSONPatch{op: 'add', path: %s, value: %s}, JSONPatch{op: 'remove', path: %s}]",
+		str("/metadata/annotations/"+pointerEscape(mutate.StatusAnnotation)), status, str("/metadata/annotations/"+pointerEscape(passAnnotation)))
+	if converts != "" {
+		ops = fmt.Sprintf("%s.map(i, JSONPatch{op: 'remove', path: '/spec/volumes/' + string(i) + '/emptyDir/medium'}) + %s", converts, ops)
+	}
 	// Nothing to record when no policy selected the pod after all (the
 	// match conditions do not see the namespace's labels).
-	pr.jsonPatch(fmt.Sprintf("%s == '' ? [] : [JSONPatch{op: 'add', path: %s, value: %s}, JSONPatch{op: 'remove', path: %s}]",
-		pass, str("/metadata/annotations/"+pointerEscape(mutate.StatusAnnotation)), status, str("/metadata/annotations/"+pointerEscape(passAnnotation))))
+	pr.jsonPatch(fmt.Sprintf("%s == '' ? [] : %s", pass, ops))
 
 	nsSel, conds := matchNamespaces(&policy.Policy{}, opts)
 	conds = append(conds,

@@ -17,10 +17,12 @@ import (
 // TestLargePod: a pod of 100 containers and 100 init containers (half of
 // them sidecars), each with its own memory-backed volume, stays within the
 // CEL cost limits the apiserver enforces (per expression and per
-// admission) and gets the webhook's result.
+// admission) and gets the webhook's result, from a policy alone in its MAP
+// and from a set's MAP, which converts in its last mutation.
 func TestLargePod(t *testing.T) {
-	for _, n := range []int{100} {
-		set := load(t, "examples/policies/disk")
+	for _, src := range []string{"examples/policies/disk", "mapexport/testdata/policies/tmpfs"} {
+		const n = 100
+		set := load(t, src)
 		exported, _, _ := Export(set, Options{})
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "sandboxes", Labels: map[string]string{"app": "sandbox"}}}
 		always := corev1.ContainerRestartPolicyAlways
@@ -40,11 +42,11 @@ func TestLargePod(t *testing.T) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Labels: map[string]string{"kubernetes.io/metadata.name": "sandboxes"}}}
 		got, err := Apply(context.Background(), exported, pod, ns)
 		if err != nil {
-			t.Fatalf("%d: %v", n, err)
+			t.Fatalf("%s: %v", src, err)
 		}
 		want := mutate.Pod(pod, mutate.Namespace{Name: ns.Name, Labels: ns.Labels}, set, mutate.Options{}).Pod
 		if d := cmp.Diff(asMap(t, canonical(t, want)), asMap(t, canonical(t, got))); d != "" {
-			t.Errorf("%d containers: the MAP result differs from the webhook's (-webhook +MAP):\n%s", n, d)
+			t.Errorf("%s: the MAP result differs from the webhook's (-webhook +MAP):\n%s", src, d)
 		}
 	}
 }

@@ -165,29 +165,46 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 		list, selected, list, name, first, str(e.Value), kind, list, name, name, str(e.Value))
 }
 
-// fragment defines the variables of the block's part of the status
-// annotation the webhook writes (mutate/status.go): its entry in
+// fragment defines the variables of the status annotation the webhook
+// writes (mutate/status.go) for a policy alone in its MAP: its entry in
 // "policies" (name, hash, mode, what it injected and skipped), the pod's
 // emptyDirs it moves to disk, and the pod-level memory it sets (a
 // `,"podMemory":{...}` member, or the empty string).
 func (b *block) fragment(mode policy.Mode) (entry, converted, memory string) {
 	pr, pd := b.defs(), b.pod
-	inj := pr.def("statusInjected", concat(b.injected))
-	sk := pr.def("statusSkipped", concat(b.skipped))
-	entry = pr.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '') + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'",
-		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(mode)))),
-		inj, inj, sk, sk))
+	head, sk := b.statusHead(mode)
+	entry = pr.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
 	converted = "[]"
 	if b.converts != "" {
 		converted = fmt.Sprintf("%s.map(i, %s[i].name)", b.converts, pd.volumes)
 	}
 	converted = pr.def("convertedNow", converted)
-	memory = "''"
-	if m := b.memory; m != nil {
-		memory = pr.def("statusMemory", fmt.Sprintf("%s ? ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}' : ''",
-			m.applied, m.limit, m.ownRequest, m.request))
+	return entry, converted, b.statusMemory()
+}
+
+// statusHead defines the variables of the block's injected and skipped
+// items (CEL lists of JSON strings) and returns the CEL of the head of its
+// status entry, the entry without its skipped items and closing brace, and
+// the skipped items.
+func (b *block) statusHead(mode policy.Mode) (head, skipped string) {
+	pr := b.defs()
+	inj := pr.def("statusInjected", concat(b.injected))
+	skipped = pr.def("statusSkipped", concat(b.skipped))
+	head = fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '')",
+		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(mode)))),
+		inj, inj)
+	return head, skipped
+}
+
+// statusMemory returns the CEL of the pod-level memory the block sets, as
+// the status annotation's `,"podMemory":{...}` member, or the empty string.
+func (b *block) statusMemory() string {
+	m := b.memory
+	if m == nil {
+		return "''"
 	}
-	return entry, converted, memory
+	return b.defs().def("statusMemory", fmt.Sprintf("%s ? ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}' : ''",
+		m.applied, m.limit, m.ownRequest, m.request))
 }
 
 // statusText returns the CEL of the whole status annotation from the

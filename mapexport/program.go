@@ -115,22 +115,22 @@ type block struct {
 	// matched is a CEL condition: the policy selects the pod ("true" when
 	// the MAP's match constraints and conditions select for it alone).
 	matched string
-	// earlierCaches are the memory-backed caches of the policies before
-	// this one: a disk-mode policy does not convert them (webhook:
-	// "injected/" claims).
-	earlierCaches []injectedCache
 
 	selInit, selApp, sel string
 	// selects is a CEL condition on a container name: the policy's
 	// container selector picks it.
-	selects           func(name string) string
-	volumes           []*volumeItem
-	envAdd            []string // per env: the container names that get it
-	envClaimed        []string // per env: an earlier policy holds it
-	memory            *podMemory
-	containerMemory   string // CEL: the policy sets container-level memory ("" without)
-	converts          string // indices of the volumes to move to disk
-	injected, skipped []string
+	selects         func(name string) string
+	volumes         []*volumeItem
+	envAdd          []string // per env: the container names that get it
+	envClaimed      []string // per env: an earlier policy holds it
+	memory          *podMemory
+	containerMemory string // CEL: the policy sets container-level memory ("" without)
+	injected        []string
+	skipped         []string
+	// converts are the indices of the volumes the block moves to disk, when
+	// it is alone in its MAP and in disk mode; a set's MAP converts in its
+	// last mutation (conversion).
+	converts string
 }
 
 // podMemory are the variables of pod-level memory.
@@ -139,10 +139,6 @@ type podMemory struct {
 	// its own, no earlier policy holds it).
 	applied, write, limit, request, ownRequest string
 }
-
-// injectedCache is a memory-backed cache a policy injected: its name and
-// the CEL condition that it did.
-type injectedCache struct{ name, injected string }
 
 // definer defines the variables of a block under its prefix.
 type definer struct {
@@ -215,8 +211,8 @@ func claimReason(key, owner string) string {
 	return fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner)
 }
 
-func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode, pre string, cl claims, earlier []injectedCache) *block {
-	b := &block{pr: pr, pod: pd, p: p, mode: mode, pre: pre, claims: cl, matched: "true", earlierCaches: earlier}
+func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode, pre string, cl claims) *block {
+	b := &block{pr: pr, pod: pd, p: p, mode: mode, pre: pre, claims: cl, matched: "true"}
 	cs := p.Spec.Containers
 	selected := func(name string) string {
 		return and(globsMatch(name, cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(name, g) })))
@@ -248,7 +244,8 @@ func orEmpty(globs []string, f func([]string) string) string {
 }
 
 // compile defines the policy's variables in the webhook's order: caches,
-// assets, env, memory, conversions.
+// assets, env, memory. The conversion of the pod's own memory-backed
+// emptyDirs comes after every policy (convert, conversion).
 func (b *block) compile() {
 	for i, c := range b.p.Spec.Caches {
 		b.cache(i, c)
@@ -271,9 +268,6 @@ func (b *block) compile() {
 		} else {
 			b.podMemory()
 		}
-	}
-	if b.mode == policy.ModeDisk {
-		b.convert()
 	}
 }
 
@@ -511,32 +505,88 @@ func (b *block) podMemory() {
 		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), pr.def("podLimitCanonical", canonicalQuantity(lim)), closing("); kept")))
 }
 
-// convert follows mutate's applier.convert: in disk mode the pod's own
-// memory-backed emptyDirs move to disk, except those keepMemoryVolumes names.
-func (b *block) convert() {
-	pr, pd := b.defs(), b.pod
+// keeps returns the CEL condition that keepMemoryVolumes names the volume v
+// (by name, or by a mount at one of its paths in any container).
+func (b *block) keeps(v string) string {
+	pd := b.pod
 	var keeps []string
 	for _, ref := range b.p.Spec.KeepMemoryVolumes {
 		if ref.Name != "" {
-			keeps = append(keeps, fmt.Sprintf("v.name == %s", str(ref.Name)))
+			keeps = append(keeps, fmt.Sprintf("%s.name == %s", v, str(ref.Name)))
 		}
 		if ref.MountPath != "" {
-			keeps = append(keeps, fmt.Sprintf("(%s + %s).exists(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name == v.name))",
-				pd.inits, pd.apps, str(ref.MountPath)))
+			keeps = append(keeps, fmt.Sprintf("(%s + %s).exists(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name == %s.name))",
+				pd.inits, pd.apps, str(ref.MountPath), v))
 		}
 	}
-	keep := or(keeps...)
-	memory := "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Memory'"
-	var injected []string
-	for _, c := range b.earlierCaches {
-		injected = append(injected, and(fmt.Sprintf("v.name == %s", str(c.name)), c.injected))
-	}
-	if len(injected) > 0 {
-		// A memory-mode policy's own cache stays on tmpfs.
-		memory = and(memory, not(or(injected...)))
-	}
+	return or(keeps...)
+}
+
+// memoryEmptyDir is the CEL condition that the volume v is a memory-backed
+// emptyDir.
+const memoryEmptyDir = "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Memory'"
+
+// convert follows mutate's applier.convert for a disk-mode policy alone in
+// its MAP: the pod's own memory-backed emptyDirs move to disk, except those
+// keepMemoryVolumes names. Its own caches are disk-backed, so every
+// memory-backed emptyDir is the pod's own; the mounts its block adds are of
+// its own volumes, so the pod as it arrives keeps by mount path what the
+// pod after its injections would.
+func (b *block) convert() {
+	pr, pd := b.defs(), b.pod
+	keep := b.keeps("v")
 	b.converts = pr.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
-		pd.volumes, pd.volumes, memory, paren(keep)))
+		pd.volumes, pd.volumes, memoryEmptyDir, paren(keep)))
 	b.skipped = append(b.skipped, fmt.Sprintf("%s.filter(v, %s && %s).map(v, %s + v.name + %s)",
-		pd.volumes, memory, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
+		pd.volumes, memoryEmptyDir, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
+}
+
+// conversion follows mutate's conversion for the policies of a set compiled
+// into one MAP: after every policy has injected, each disk-mode policy that
+// selects the pod, in order, moves to disk the pod's own memory-backed
+// emptyDirs that are still on tmpfs and that its keepMemoryVolumes does not
+// name, and records those it keeps as skipped. A memory-backed emptyDir a
+// policy injected (its cache, or the pod's own identical volume it mounts)
+// is not the pod's own and stays. Its variables are read in the MAP's last
+// mutation, on the pod after every policy's mutation, as the webhook reads
+// the pod after every policy's apply.
+//
+// It returns the indices of the volumes to move to disk and, per block, the
+// CEL list of the skipped items to append to its status entry ("[]" for a
+// block that converts nothing).
+func conversion(pr *program, pd *pod, blocks []*block) (converts string, kept []string) {
+	var injected []string
+	for _, b := range blocks {
+		if b.mode != policy.ModeMemory {
+			continue // disk-mode caches are not memory-backed
+		}
+		for _, v := range b.volumes {
+			if v.cache {
+				injected = append(injected, and(fmt.Sprintf("v.name == %s", str(v.name)), b.matched, v.injected))
+			}
+		}
+	}
+	// own: the indices of the pod's own memory-backed emptyDirs, not yet
+	// on disk.
+	own := pr.def("tmpfsOwn", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s))",
+		pd.volumes, pd.volumes, and(memoryEmptyDir, not(or(injected...)))))
+	onTmpfs := own
+	kept = make([]string, len(blocks))
+	for k, b := range blocks {
+		kept[k] = "[]"
+		if b.mode != policy.ModeDisk {
+			continue
+		}
+		// What the policy keeps of what earlier ones kept; it moves the
+		// rest to disk.
+		keeps := fmt.Sprintf("%s.filter(i, [%s[i]].all(v, %s))", onTmpfs, pd.volumes, b.keeps("v"))
+		onTmpfs = b.defs().def("tmpfsKept", fmt.Sprintf("%s ? %s : %s", b.matched, keeps, onTmpfs))
+		kept[k] = b.defs().def("statusKept", fmt.Sprintf("%s.map(i, %s + %s[i].name + %s)",
+			onTmpfs, opening("convert/"), pd.volumes, closing(": kept on tmpfs by keepMemoryVolumes")))
+	}
+	if onTmpfs == own {
+		return "", kept // no disk-mode policy
+	}
+	converts = pr.def("convertIndices", fmt.Sprintf("%s.filter(i, !(i in %s))", own, onTmpfs))
+	return converts, kept
 }
