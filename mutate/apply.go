@@ -25,7 +25,7 @@ type applier struct {
 	shadow bool
 
 	pod    *corev1.Pod
-	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "injected/x" → policy
+	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "injected/x", "convert/x" → policy
 	st     *status
 	sp     *statusPolicy // also in st.Policies; convert adds to it later
 }
@@ -353,6 +353,13 @@ func (a *applier) convert() {
 			continue // a memory-mode policy's own cache
 		}
 		item := "convert/" + v.Name
+		// The first disk-mode policy to decide about a volume owns the
+		// decision: a later one neither converts what it kept nor
+		// records a keep of its own, so a second pass decides the same.
+		if _, ok := a.claims[item]; ok {
+			continue
+		}
+		a.claims[item] = a.p.Name()
 		if a.keeps(v.Name) {
 			a.skip(item, "kept on tmpfs by keepMemoryVolumes", false)
 			continue

@@ -207,3 +207,36 @@ spec:
 		t.Fatalf("second pass changed the pod: %v", second.Pod.Spec.Volumes)
 	}
 }
+
+// TestFirstDiskPolicyDecides: when two disk-mode policies disagree about a
+// tmpfs volume, the first one's decision holds, in every pass.
+func TestFirstDiskPolicyDecides(t *testing.T) {
+	set := parseSet(t, header+`metadata: {name: a-keeps}
+spec:
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  keepMemoryVolumes: [{name: dshm}]
+  env: [{name: A, value: "1"}]
+`, header+`metadata: {name: b-converts}
+spec:
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  env: [{name: B, value: "1"}]
+`)
+	pod := sandboxPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+	}
+	ns := mutate.Namespace{Name: "n"}
+	first := mutate.Pod(pod, ns, set, mutate.Options{})
+	if got := first.Pod.Spec.Volumes[0].EmptyDir.Medium; got != corev1.StorageMediumMemory {
+		t.Fatalf("dshm medium %q: b-converts overrode a-keeps", got)
+	}
+	if got := first.Pod.Spec.Volumes[1].EmptyDir.Medium; got != corev1.StorageMediumDefault {
+		t.Fatalf("scratch medium %q, want disk", got)
+	}
+	if second := mutate.Pod(first.Pod, ns, set, mutate.Options{}); second.Changed {
+		t.Fatalf("second pass changed the pod: %s", second.Pod.Annotations[mutate.StatusAnnotation])
+	}
+}
