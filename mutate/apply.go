@@ -312,6 +312,17 @@ func (a *applier) containerMemory(sel []target) {
 		return
 	}
 	a.claims["memory"] = a.p.Name()
+	// A pod that sets pod-level memory manages memory at the pod level, on
+	// a cluster that supports it: container limits or requests added here
+	// could exceed what it set.
+	if r := a.pod.Spec.Resources; r != nil {
+		_, hasLim := r.Limits[corev1.ResourceMemory]
+		_, hasReq := r.Requests[corev1.ResourceMemory]
+		if hasLim || hasReq {
+			a.skip(item, "the pod sets its own pod-level memory; kept", false)
+			return
+		}
+	}
 	for _, t := range sel {
 		if t.init {
 			continue

@@ -1,0 +1,115 @@
+package mutate_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// propertyPolicies are policy fragments that disagree with each other in
+// every way the core arbitrates: modes, memory levels, keep lists, names,
+// paths, env conflicts, container selection and shadow.
+var propertyPolicies = []string{
+	`metadata: {name: p-memory-cache}
+spec:
+  mode: memory
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  caches: [{name: uv-cache, mountPath: /root/.cache/uv, sizeLimit: 1Gi}]
+  env: [{name: UV_LINK_MODE, value: copy}]
+  memory: {limit: 8Gi}`,
+	`metadata: {name: p-disk-keeps-shm}
+spec:
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  keepMemoryVolumes: [{mountPath: /dev/shm}]
+  caches: [{name: pip-cache, mountPath: /root/.cache/pip}]
+  env: [{name: UV_LINK_MODE, value: symlink, onConflict: override}]`,
+	`metadata: {name: p-disk-keeps-nothing}
+spec:
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  env: [{name: DISK, value: "1"}]`,
+	`metadata: {name: p-container-memory}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  containers: {exclude: ["grader"], initContainers: false}
+  memory: {limit: 6Gi, request: 1Gi, level: container}`,
+	`metadata: {name: p-pod-memory-request}
+spec:
+  match: {namespaces: ["sandbox*"]}
+  memory: {limit: 2Gi, request: 512Mi}`,
+	`metadata: {name: p-same-names}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  caches: [{name: uv-cache, mountPath: /cache/uv}, {name: scratch, mountPath: /root/.cache/pip}]
+  assets: [{name: rebench-v2, mountPath: /opt/rebench-v2, hostPath: {path: /mnt/shared/r}, image: {reference: "r.example.com/r:1"}}]`,
+	`metadata: {name: p-shadow}
+spec:
+  enforcement: shadow
+  mode: disk
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  caches: [{name: shadow-cache, mountPath: /shadow}]
+  memory: {limit: 16Gi}`,
+	`metadata: {name: p-asset-hostpath}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  assets: [{name: data, mountPath: /opt/rebench-v2, hostPath: {path: /mnt/shared/data}}]`,
+}
+
+// TestPolicyCombinations runs every corpus pod under every combination of up
+// to three of propertyPolicies, in both leak-mitigation overrides, and
+// requires of each result what the core promises: idempotent, and never a
+// pod the apiserver rejects for its memory unless the input already was.
+func TestPolicyCombinations(t *testing.T) {
+	var combos [][]int
+	n := len(propertyPolicies)
+	for i := 0; i < n; i++ {
+		combos = append(combos, []int{i})
+		for j := i + 1; j < n; j++ {
+			combos = append(combos, []int{i, j})
+			for k := j + 1; k < n; k++ {
+				combos = append(combos, []int{i, j, k})
+			}
+		}
+	}
+	labels := golden.NamespaceLabels(t)
+	var pods []string
+	for _, c := range golden.Cases(t) {
+		if c.Set.Name == golden.Sets[0].Name {
+			pods = append(pods, c.Input)
+		}
+	}
+	checked := 0
+	for _, combo := range combos {
+		var docs, names []string
+		for _, i := range combo {
+			docs = append(docs, header+propertyPolicies[i])
+			names = append(names, strings.TrimSuffix(strings.Fields(propertyPolicies[i])[2], "}"))
+		}
+		set := parseSet(t, docs...)
+		for _, lm := range []mutate.LeakMitigation{mutate.LeakMitigationPolicy, mutate.LeakMitigationOn} {
+			for _, in := range pods {
+				_, pod := golden.Pod(t, in)
+				ns := mutate.Namespace{Name: pod.Namespace, Labels: labels[pod.Namespace]}
+				opts := mutate.Options{LeakMitigation: lm}
+				name := fmt.Sprintf("%s %v leak-mitigation=%s", in, names, lm)
+
+				first := mutate.Pod(pod, ns, set, opts)
+				if again := mutate.Pod(first.Pod, ns, set, opts); again.Changed {
+					t.Errorf("%s: second pass changed the pod:\n%s", name, cmp.Diff(first.Pod, again.Pod))
+				}
+				before := mutate.PodResourceProblems(&pod.Spec)
+				if after := mutate.PodResourceProblems(&first.Pod.Spec); len(before) == 0 && len(after) > 0 {
+					t.Errorf("%s: the mutated pod would be rejected: %v", name, after)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d pod × policy-combination × mode cases", checked)
+}
