@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -63,8 +65,9 @@ spec:
 
 // TestPolicyCombinations runs every corpus pod under every combination of up
 // to three of propertyPolicies, in both leak-mitigation overrides, and
-// requires of each result what the core promises: idempotent, and never a
-// pod the apiserver rejects for its memory unless the input already was.
+// requires of each result what the core promises: idempotent, convergent
+// under reinvocation, and never a pod the apiserver rejects for its memory
+// unless the input already was.
 func TestPolicyCombinations(t *testing.T) {
 	var combos [][]int
 	n := len(propertyPolicies)
@@ -102,6 +105,20 @@ func TestPolicyCombinations(t *testing.T) {
 				first := mutate.Pod(pod, ns, set, opts)
 				if again := mutate.Pod(first.Pod, ns, set, opts); again.Changed {
 					t.Errorf("%s: second pass changed the pod:\n%s", name, cmp.Diff(first.Pod, again.Pod))
+				}
+				// Reinvocation after another webhook added a container
+				// converges to a single pass over the pod that had it.
+				late := corev1.Container{Name: "late", Image: "i", Resources: corev1.ResourceRequirements{Requests: mem("128Mi")}}
+				reinvoked := first.Pod.DeepCopy()
+				reinvoked.Spec.Containers = append(reinvoked.Spec.Containers, late)
+				got := mutate.Pod(reinvoked, ns, set, opts).Pod
+				fresh := pod.DeepCopy()
+				fresh.Spec.Containers = append(fresh.Spec.Containers, late)
+				want := mutate.Pod(fresh, ns, set, opts).Pod
+				sortVolumes(got)
+				sortVolumes(want)
+				if !apiequality.Semantic.DeepEqual(got, want) {
+					t.Errorf("%s: reinvocation did not converge (-single +reinvoked):\n%s", name, cmp.Diff(want, got))
 				}
 				before := mutate.PodResourceProblems(&pod.Spec)
 				if after := mutate.PodResourceProblems(&first.Pod.Spec); len(before) == 0 && len(after) > 0 {
