@@ -69,6 +69,21 @@ func offlineSets() []golden.Set {
 	return append(sets, golden.Sets...)
 }
 
+// notIdempotent are the cases (test names) where the webhook's own second
+// pass changes the pod, so the MAP's, which the test holds equal to it,
+// does too. The test fails when one of them becomes idempotent.
+//
+// contest-tmpfs-forced-disk/tmpfs-volumes: forced to disk, b-memory's cache
+// tmpfs-cache (1Gi, no medium) differs from the pod's own tmpfs-cache (1Gi,
+// medium Memory), so the first pass records "the pod's own is kept"; a-disk
+// then moves the pod's own to disk, where it equals the cache, and the second
+// pass records cache/tmpfs-cache as injected instead. Only the status
+// annotation changes; one disk-mode policy with a cache the pod already has
+// on tmpfs does the same.
+var notIdempotent = map[string]struct{}{
+	"TestOfflineEquivalence/contest-tmpfs-forced-disk/tmpfs-volumes": {},
+}
+
 // offlinePods are the corpus pods and this package's own.
 func offlinePods(t *testing.T) []string {
 	var pods []string
@@ -108,6 +123,7 @@ func offlineNamespaces(t *testing.T) map[string]map[string]string {
 func TestOfflineEquivalence(t *testing.T) {
 	nsLabels := offlineNamespaces(t)
 	pods := offlinePods(t)
+	exempted := map[string]bool{}
 	for _, set := range offlineSets() {
 		t.Run(set.Name, func(t *testing.T) {
 			ps := load(t, set.Policies...)
@@ -150,21 +166,24 @@ func TestOfflineEquivalence(t *testing.T) {
 						t.Errorf("MAP result differs from the webhook's (-webhook +MAP):\n%s", d)
 					}
 					// A second pass (reinvocation) gives the webhook's
-					// second pass; for the corpus's sets, which the
-					// webhook is idempotent on, that is no change. The
-					// contest sets it is not idempotent on: there, for
-					// one, a tmpfs volume one disk-mode policy keeps and
-					// a later one moves to disk is recorded as kept by
-					// the first in the first pass only.
+					// second pass, and changes nothing, except where the
+					// webhook itself is not idempotent (notIdempotent).
 					again, err := compiled.Run(context.Background(), canonical(t, got), ns)
 					if err != nil {
 						t.Fatal(err)
 					}
-					want2 := mutate.Pod(canonical(t, res.Pod), mutate.Namespace{Name: ns.Name, Labels: ns.Labels}, ps, mutate.Options{LeakMitigation: lm}).Pod
-					if d := cmp.Diff(asMap(t, canonical(t, want2)), asMap(t, canonical(t, again))); d != "" {
+					second := mutate.Pod(canonical(t, res.Pod), mutate.Namespace{Name: ns.Name, Labels: ns.Labels}, ps, mutate.Options{LeakMitigation: lm})
+					if d := cmp.Diff(asMap(t, canonical(t, second.Pod)), asMap(t, canonical(t, again))); d != "" {
 						t.Errorf("second pass: the MAP's differs from the webhook's (-webhook +MAP):\n%s", d)
 					}
-					if d := cmp.Diff(asMap(t, canonical(t, got)), asMap(t, canonical(t, again))); d != "" && !strings.HasPrefix(set.Name, "contest") {
+					if _, exempt := notIdempotent[t.Name()]; exempt {
+						exempted[t.Name()] = true
+						if !second.Changed {
+							t.Errorf("the webhook is idempotent on this pod now: remove it from notIdempotent")
+						}
+						return
+					}
+					if d := cmp.Diff(asMap(t, canonical(t, got)), asMap(t, canonical(t, again))); d != "" {
 						t.Errorf("a second run changes the pod (-first +second):\n%s", d)
 					}
 				})
@@ -173,5 +192,10 @@ func TestOfflineEquivalence(t *testing.T) {
 				t.Errorf("the policies mutate none of the %d pods: the comparison proves nothing", len(pods))
 			}
 		})
+	}
+	for name := range notIdempotent {
+		if !exempted[name] {
+			t.Errorf("notIdempotent names %s, which did not run", name)
+		}
 	}
 }

@@ -258,17 +258,29 @@ func (b *block) compile() {
 	}
 	if m := b.p.Spec.Memory; m != nil {
 		if m.Level == policy.LevelContainer {
-			b.containerMemory = "true"
-			claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
-			b.injected = append(b.injected, fmt.Sprintf("%s ? [] : [%s]", claimed, jsonString("memory/containers")))
-			if claimed != "false" {
-				b.containerMemory = not(claimed)
-				b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []", claimed, opening("memory/containers: "), why, quote))
-			}
+			b.containerLevelMemory()
 		} else {
 			b.podMemory()
 		}
 	}
+}
+
+// containerLevelMemory follows mutate's applier.containerMemory: unless an
+// earlier policy holds the memory, every selected app container without a
+// memory limit gets one, but not in a pod that sets its own pod-level memory
+// (limit or request), which manages memory at the pod level: container
+// limits added there could exceed its own.
+func (b *block) containerLevelMemory() {
+	claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
+	podOwn := b.defs().def("podSetsMemory",
+		"object.spec.?resources.?limits.?memory.orValue('') != '' || object.spec.?resources.?requests.?memory.orValue('') != ''")
+	b.containerMemory = b.defs().def("containerMemoryApplied", and(not(claimed), not(podOwn)))
+	b.injected = append(b.injected, fmt.Sprintf("%s ? [%s] : []", b.containerMemory, jsonString("memory/containers")))
+	skip := fmt.Sprintf("%s ? [%s] : []", podOwn, jsonString("memory/containers: the pod sets its own pod-level memory; kept"))
+	if claimed != "false" {
+		skip = fmt.Sprintf("%s ? [%s + %s + %s] : %s", claimed, opening("memory/containers: "), why, quote, skip)
+	}
+	b.skipped = append(b.skipped, skip)
 }
 
 func (b *block) cache(i int, c policy.Cache) {
@@ -542,18 +554,21 @@ func (b *block) convert() {
 }
 
 // conversion follows mutate's conversion for the policies of a set compiled
-// into one MAP: after every policy has injected, each disk-mode policy that
-// selects the pod, in order, moves to disk the pod's own memory-backed
-// emptyDirs that are still on tmpfs and that its keepMemoryVolumes does not
-// name, and records those it keeps as skipped. A memory-backed emptyDir a
-// policy injected (its cache, or the pod's own identical volume it mounts)
-// is not the pod's own and stays. Its variables are read in the MAP's last
-// mutation, on the pod after every policy's mutation, as the webhook reads
-// the pod after every policy's apply.
+// into one MAP: after every policy has injected, the first disk-mode policy
+// (in name order) that selects the pod decides about each of the pod's own
+// memory-backed emptyDirs: those its keepMemoryVolumes names stay on tmpfs
+// and are recorded as skipped in its status entry, the rest move to disk. A
+// later disk-mode policy neither converts nor records anything, so a second
+// pass, which finds the same first policy and the converted volumes on
+// disk, decides the same. A memory-backed emptyDir a policy injected (its
+// cache, or the pod's own identical volume it mounts) is not the pod's own
+// and stays. Its variables are read in the MAP's last mutation, on the pod
+// after every policy's mutation, as the webhook reads the pod after every
+// policy's apply.
 //
 // It returns the indices of the volumes to move to disk and, per block, the
 // CEL list of the skipped items to append to its status entry ("[]" for a
-// block that converts nothing).
+// block that keeps nothing).
 func conversion(pr *program, pd *pod, blocks []*block) (converts string, kept []string) {
 	var injected []string
 	for _, b := range blocks {
@@ -570,23 +585,36 @@ func conversion(pr *program, pd *pod, blocks []*block) (converts string, kept []
 	// on disk.
 	own := pr.def("tmpfsOwn", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s))",
 		pd.volumes, pd.volumes, and(memoryEmptyDir, not(or(injected...)))))
-	onTmpfs := own
 	kept = make([]string, len(blocks))
+	var (
+		earlier []string // the matches of the disk-mode blocks before
+		moves   []string // per disk-mode block: when it decides, what it moves
+	)
 	for k, b := range blocks {
 		kept[k] = "[]"
 		if b.mode != policy.ModeDisk {
 			continue
 		}
-		// What the policy keeps of what earlier ones kept; it moves the
-		// rest to disk.
-		keeps := fmt.Sprintf("%s.filter(i, [%s[i]].all(v, %s))", onTmpfs, pd.volumes, b.keeps("v"))
-		onTmpfs = b.defs().def("tmpfsKept", fmt.Sprintf("%s ? %s : %s", b.matched, keeps, onTmpfs))
-		kept[k] = b.defs().def("statusKept", fmt.Sprintf("%s.map(i, %s + %s[i].name + %s)",
-			onTmpfs, opening("convert/"), pd.volumes, closing(": kept on tmpfs by keepMemoryVolumes")))
+		d := b.defs()
+		// The policy decides when it selects the pod and no disk-mode
+		// policy before it does.
+		decides := and(b.matched, not(or(earlier...)))
+		earlier = append(earlier, b.matched)
+		keep := b.keeps("v")
+		if keep == "false" {
+			moves = append(moves, fmt.Sprintf("%s ? %s", b.matched, own))
+			continue
+		}
+		keeps := d.def("tmpfsKept", fmt.Sprintf("%s.filter(i, [%s[i]].all(v, %s))", own, pd.volumes, keep))
+		moves = append(moves, fmt.Sprintf("%s ? %s.filter(i, !(i in %s))", b.matched, own, keeps))
+		kept[k] = d.def("statusKept", fmt.Sprintf("%s ? %s.map(i, %s + %s[i].name + %s) : []",
+			decides, keeps, opening("convert/"), pd.volumes, closing(": kept on tmpfs by keepMemoryVolumes")))
 	}
-	if onTmpfs == own {
+	if len(moves) == 0 {
 		return "", kept // no disk-mode policy
 	}
-	converts = pr.def("convertIndices", fmt.Sprintf("%s.filter(i, !(i in %s))", own, onTmpfs))
+	// The first disk-mode policy that selects the pod moves what it does
+	// not keep; none selecting it, nothing moves.
+	converts = pr.def("convertIndices", strings.Join(append(moves, "[]"), " : "))
 	return converts, kept
 }
