@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,6 +35,9 @@ type WebhookOptions struct {
 	ExcludeNamespaces []string
 	// Args are appended to the command line.
 	Args []string
+	// Port is the webhook port when not 0 (e.g. one from FreePort, named in a
+	// webhook.url before the process starts); otherwise a free one is picked.
+	Port int
 	// Log receives the process's stdout and stderr (JSON logs). Nil discards.
 	Log io.Writer
 }
@@ -55,9 +59,14 @@ type Webhook struct {
 // StartWebhook picks free loopback ports and starts the webhook; it returns
 // once /readyz answers 200.
 func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
+	}
+	if o.Port != 0 {
+		// The other ports must differ from it: it is not held open.
+		ports = slices.DeleteFunc(ports, func(p int) bool { return p == o.Port })
+		ports = append([]int{o.Port}, ports...)
 	}
 	w := &Webhook{opts: o, Port: ports[0], MetricsPort: ports[1], HealthPort: ports[2]}
 	if err := w.Start(ctx); err != nil {
@@ -258,6 +267,15 @@ func get(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
