@@ -25,7 +25,7 @@ type applier struct {
 	shadow bool
 
 	pod    *corev1.Pod
-	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "injected/x", "convert/x" → policy
+	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "convert/x" → policy
 	st     *status
 	sp     *statusPolicy // also in st.Policies; convert adds to it later
 }
@@ -175,7 +175,6 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.pod.Spec.Volumes = append(a.pod.Spec.Volumes, want)
 		a.st.dirty = true
 	}
-	a.claims["injected/"+want.Name] = a.p.Name()
 	a.applied(item)
 }
 
@@ -352,16 +351,19 @@ func (a *applier) containerMemory(sel []target) {
 }
 
 // convert moves the pod's own memory-backed emptyDirs to disk (leak
-// mitigation), except the ones the policy keeps and the ones a policy
-// injected. It runs after every policy's apply.
+// mitigation), except the ones the policy keeps and the ones a policy's
+// cache or asset names. It runs after every policy's apply.
 func (a *applier) convert() {
 	for i := range a.pod.Spec.Volumes {
 		v := &a.pod.Spec.Volumes[i]
 		if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
 			continue
 		}
-		if _, ok := a.claims["injected/"+v.Name]; ok {
-			continue // a memory-mode policy's own cache
+		// A volume named by a policy's cache or asset is that item's:
+		// the policy's injection, or the pod's own volume, which the
+		// pod keeps whole (medium included) like every item it sets.
+		if _, ok := a.claims["volume/"+v.Name]; ok {
+			continue
 		}
 		item := "convert/" + v.Name
 		// The first disk-mode policy to decide about a volume owns the
