@@ -35,6 +35,9 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 		return res
 	}
 
+	if len(set.Policies) > 0 {
+		res.Policies = make([]PolicyResult, 0, len(set.Policies))
+	}
 	prev := readStatus(pod)
 	st := &status{}
 	claims := map[string]string{}
@@ -51,7 +54,7 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			Enforcement: p.Spec.Enforcement,
 			Mode:        mode,
 		}
-		if reason := match(p, pod, ns); reason != "" {
+		if reason := match(p, pod, ns); !reason.Matched() {
 			pr.Reason = reason
 			res.Policies = append(res.Policies, pr)
 			continue
@@ -135,34 +138,35 @@ func effectiveMode(p *policy.Policy, lm LeakMitigation) policy.Mode {
 	return p.Spec.Mode
 }
 
-// match returns why p does not select pod, or "" when it does.
-func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) string {
+// match returns why p does not select pod, or the zero MatchReason when it
+// does. Nothing is formatted here: see MatchReason.
+func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) MatchReason {
 	m := &p.Spec.Match
 	if g := firstGlob(m.ExcludeNamespaces, ns.Name); g != "" {
-		return fmt.Sprintf("namespace %q is excluded by match.excludeNamespaces (%s)", ns.Name, g)
+		return MatchReason{kind: namespaceExcluded, p: p, ns: ns.Name}
 	}
 	if len(m.Namespaces) > 0 && firstGlob(m.Namespaces, ns.Name) == "" {
-		return fmt.Sprintf("namespace %q is not in match.namespaces %v", ns.Name, m.Namespaces)
+		return MatchReason{kind: namespaceNotListed, p: p, ns: ns.Name}
 	}
 	if p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(labels.Set(ns.Labels)) {
-		return fmt.Sprintf("namespace labels do not match match.namespaceSelector (%s)", p.NamespaceSelector)
+		return MatchReason{kind: namespaceLabels, p: p}
 	}
 	podLabels := labels.Set(pod.Labels)
 	if p.PodSelector != nil && !p.PodSelector.Matches(podLabels) {
-		return fmt.Sprintf("pod labels do not match match.podSelector (%s)", p.PodSelector)
+		return MatchReason{kind: podNotSelected, p: p}
 	}
 	if p.ExcludePodSelector != nil && p.ExcludePodSelector.Matches(podLabels) {
-		return fmt.Sprintf("pod labels match match.excludePodSelector (%s)", p.ExcludePodSelector)
+		return MatchReason{kind: podExcluded, p: p}
 	}
 	if o := m.OptOut; o != nil {
 		if o.Label != "" && pod.Labels[o.Label] == "true" {
-			return fmt.Sprintf("pod opted out with label %s=true", o.Label)
+			return MatchReason{kind: optOutLabel, p: p}
 		}
 		if o.Annotation != "" && pod.Annotations[o.Annotation] == "true" {
-			return fmt.Sprintf("pod opted out with annotation %s=true", o.Annotation)
+			return MatchReason{kind: optOutAnnotation, p: p}
 		}
 	}
-	return ""
+	return MatchReason{}
 }
 
 // firstGlob returns the first pattern that matches name, or "".

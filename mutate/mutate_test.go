@@ -104,7 +104,7 @@ spec:
 				t.Fatalf("want one policy result, got %+v", res.Policies)
 			}
 			pr := res.Policies[0]
-			if pr.Reason != c.reason || pr.Matched != (c.reason == "") {
+			if pr.Reason.String() != c.reason || pr.Matched != (c.reason == "") {
 				t.Fatalf("matched=%v reason=%q, want reason %q", pr.Matched, pr.Reason, c.reason)
 			}
 			if res.Changed != pr.Matched {

@@ -56,7 +56,7 @@ type PolicyResult struct {
 	Policy      string
 	Hash        string
 	Matched     bool
-	Reason      string // why it did not match, or "" when it matched
+	Reason      MatchReason // why it did not match; "" (zero) when it matched
 	Enforcement policy.Enforcement
 	Mode        policy.Mode // effective mode, after the override
 }
