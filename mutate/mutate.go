@@ -63,7 +63,7 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 		res.Policies = append(res.Policies, pr)
 
 		if out == nil {
-			out = pod.DeepCopy()
+			out = writable(pod)
 		}
 		shadow := p.Spec.Enforcement == policy.Shadow
 		a := &applier{

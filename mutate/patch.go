@@ -1,18 +1,21 @@
 package mutate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // Patch returns the JSONPatch that turns raw, the pod as the client sent it,
-// into mutated. original is raw decoded into a typed Pod.
+// into mutated. original is raw decoded into a typed Pod; mutated is what
+// Pod made of it.
 //
 // A typed round trip drops fields the compiled k8s.io/api does not know, so a
 // plain diff of raw against mutated would remove them. Like controller-runtime's
@@ -20,8 +23,51 @@ import (
 // removals the core intends (a converted emptyDir's medium, an overridden
 // env var's valueFrom): those are paths the typed original still has. It also
 // drops additions of empty objects (resources: {}, status: {}), which only
-// the typed encoding introduces; the core never adds an empty object.
+// the typed encoding introduces; the core never adds an empty object. The
+// operations are in path order, so the same mutation always gives the same
+// patch.
+//
+// When raw is exactly the typed encoding of original, as the API server
+// sends a pod it knows every field of, the patch is built from the regions
+// the core changes (see regionPatch), without encoding mutated or decoding
+// either document. Otherwise (an API server newer than this build, or
+// hand-written YAML) raw and mutated are diffed whole, which also rewrites
+// values the typed round trip spells differently (a quantity such as 2048Mi
+// becomes 2Gi). Both give the same operations whenever both apply.
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
+	typed, err := isTypedEncoding(raw, original)
+	if err != nil {
+		return nil, err
+	}
+	if typed {
+		ops, ok, err := regionPatch(original, mutated)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			sortOps(ops)
+			return ops, nil
+		}
+	}
+	return diffPatch(raw, original, mutated)
+}
+
+// encodeBuffers recycles the buffers isTypedEncoding encodes into.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// isTypedEncoding reports whether raw is byte for byte the encoding of pod.
+func isTypedEncoding(raw []byte, pod *corev1.Pod) (bool, error) {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer encodeBuffers.Put(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(pod); err != nil {
+		return false, fmt.Errorf("encoding the original pod: %w", err)
+	}
+	return bytes.Equal(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), raw), nil
+}
+
+// diffPatch diffs raw and the encoding of mutated whole (see Patch).
+func diffPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
 	out, err := json.Marshal(mutated)
 	if err != nil {
 		return nil, fmt.Errorf("encoding mutated pod: %w", err)
@@ -56,6 +102,9 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 	return kept, nil
 }
 
+// rfc6901 escapes a key for a JSON pointer.
+var rfc6901 = strings.NewReplacer("~", "~0", "/", "~1")
+
 // sortOps puts operations in path order, so the same mutation always gives
 // the same patch (the diff walks maps in random order). Numeric segments
 // compare as numbers, so appends to one array keep their ascending order.
@@ -66,19 +115,38 @@ func sortOps(ops []jsonpatch.Operation) {
 }
 
 func pathLess(a, b string) bool {
-	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
-	for k := 0; k < len(as) && k < len(bs); k++ {
-		if as[k] == bs[k] {
-			continue
+	for {
+		as, arest, amore := strings.Cut(a, "/")
+		bs, brest, bmore := strings.Cut(b, "/")
+		if as != bs {
+			if isIndex(as) && isIndex(bs) {
+				ai, aerr := strconv.Atoi(as)
+				bi, berr := strconv.Atoi(bs)
+				if aerr == nil && berr == nil {
+					return ai < bi
+				}
+			}
+			return as < bs
 		}
-		ai, aerr := strconv.Atoi(as[k])
-		bi, berr := strconv.Atoi(bs[k])
-		if aerr == nil && berr == nil {
-			return ai < bi
+		if !amore || !bmore {
+			return !amore && bmore
 		}
-		return as[k] < bs[k]
+		a, b = arest, brest
 	}
-	return len(as) < len(bs)
+}
+
+// isIndex reports whether a path segment may be a number to strconv.Atoi,
+// which allocates its error for the others: digits, perhaps signed.
+func isIndex(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // pointerExists reports whether the RFC 6901 pointer p names a value in doc.
