@@ -78,10 +78,15 @@ func (h *Handler) Webhook(log logr.Logger) *cradmission.Webhook {
 			if req == nil {
 				return l
 			}
-			return l.WithValues("uid", req.UID, "namespace", req.Namespace,
-				"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun)
+			return l.WithValues(requestValues(req)...)
 		},
 	}
+}
+
+// requestValues are the key-value pairs of a request-scoped logger.
+func requestValues(req *cradmission.Request) []any {
+	return []any{"uid", req.UID, "namespace", req.Namespace,
+		"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun}
 }
 
 // HTTPHandler is what the server mounts at Path: the Webhook, behind a check
@@ -89,33 +94,71 @@ func (h *Handler) Webhook(log logr.Logger) *cradmission.Webhook {
 // make (it would answer a review of any kind, echoing that kind back). A
 // body that is no AdmissionReview gets an errored AdmissionReview answer,
 // like every other undecodable body.
+//
+// A review as the API server sends it takes a shorter way to the same
+// answer (see serveFast): decoded once, the pod with it, and no logger built
+// unless something is logged.
 func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
 	hook := h.Webhook(log)
+	alog := log.WithName("admission")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil {
 			hook.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, err := readBody(r)
 		if err != nil {
 			writeErrored(w, "", fmt.Errorf("reading the request body: %w", err))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		uid, decodable, err := checkReviewType(body)
-		if err != nil {
-			h.metrics.ObserveRequest(OutcomeError, 0)
-			log.WithName("admission").Error(err, "Rejected a request that is not an AdmissionReview")
-			writeErrored(w, uid, err)
+		if h.serveFast(w, r, alog, body) {
 			return
 		}
-		if !decodable {
-			// controller-runtime answers with the decoding error; the
-			// handler never sees the request, so it is counted here.
-			h.metrics.ObserveRequest(OutcomeError, 0)
-		}
-		hook.ServeHTTP(w, r)
+		h.serveGeneral(w, r, hook, alog, body)
 	})
+}
+
+// serveGeneral answers any body through controller-runtime's webhook, after
+// the check of the review's type.
+func (h *Handler) serveGeneral(w http.ResponseWriter, r *http.Request, hook *cradmission.Webhook, log logr.Logger, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	uid, decodable, err := checkReviewType(body)
+	if err != nil {
+		h.metrics.ObserveRequest(OutcomeError, 0)
+		log.Error(err, "Rejected a request that is not an AdmissionReview")
+		writeErrored(w, uid, err)
+		return
+	}
+	if !decodable {
+		// controller-runtime answers with the decoding error; the
+		// handler never sees the request, so it is counted here.
+		h.metrics.ObserveRequest(OutcomeError, 0)
+	}
+	hook.ServeHTTP(w, r)
+}
+
+// readBody reads the whole request body, into a buffer of the announced
+// size when there is one.
+func readBody(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= maxReviewBytes {
+		buf := make([]byte, n, n+1)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, err
+		}
+		// A body longer than announced is read whole too, as io.ReadAll would.
+		var one [1]byte
+		if m, err := r.Body.Read(one[:]); m > 0 {
+			rest, err := io.ReadAll(r.Body)
+			if err != nil {
+				return nil, err
+			}
+			return append(append(buf, one[0]), rest...), nil
+		} else if err != nil && err != io.EOF {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(r.Body)
 }
 
 // checkReviewType returns an error unless body is an admission.k8s.io/v1 or
@@ -162,37 +205,45 @@ func truncateString(s string, n int) string {
 // Handle answers one admission request. Only the CREATE of a Pod is mutated;
 // every other request is allowed unchanged with the reason. Dry-run requests
 // are handled like any other: the handler has no side effects.
-func (h *Handler) Handle(ctx context.Context, req cradmission.Request) (resp cradmission.Response) {
+func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
+	return h.handleTimed(ctx, &lazyLog{base: logf.FromContext(ctx)}, req, nil)
+}
+
+// handleTimed is Handle with its logger and, when already decoded, the pod.
+func (h *Handler) handleTimed(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
 	start := time.Now()
-	log := logf.FromContext(ctx)
 	outcome := OutcomeError
 	defer func() {
 		if r := recover(); r != nil {
-			log.Error(fmt.Errorf("panic: %v", r), "Admission handler panicked; answering with an error", "stack", string(debug.Stack()))
+			log.get().Error(fmt.Errorf("panic: %v", r), "Admission handler panicked; answering with an error", "stack", string(debug.Stack()))
 			resp = cradmission.Errored(http.StatusInternalServerError,
 				fmt.Errorf("sandbox-webhook: internal error, the pod was not mutated (panic: %v)", r))
 			outcome = OutcomeError
 		}
 		h.metrics.ObserveRequest(outcome, time.Since(start))
 	}()
-	resp, outcome = h.handle(ctx, log, req)
+	resp, outcome = h.handle(ctx, log, req, pod)
 	return resp
 }
 
-func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
+func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
 	if req.UID == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
 	}
 	if reason := skipRequest(req); reason != "" {
-		log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
+		if log.v1() {
+			log.get().V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
+		}
 		return cradmission.Allowed(reason), OutcomeSkipped
 	}
 	if len(req.Object.Raw) == 0 {
 		return errored(log, http.StatusBadRequest, errors.New("the request carries no object"))
 	}
-	pod := &corev1.Pod{}
-	if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
-		return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	if pod == nil {
+		pod = &corev1.Pod{}
+		if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
+			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+		}
 	}
 
 	cfg := h.config.Load()
@@ -216,17 +267,17 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 	res := mutate.Pod(pod, ns, cfg.Policies, cfg.Options)
 	h.metrics.observeResult(res)
 
-	log = log.WithValues("pod", podRef(nsName, pod), "policySet", cfg.Policies.Hash)
+	log.withPod(nsName, pod, cfg.Policies.Hash)
 	if shadow := shadowItems(res); len(shadow) > 0 {
 		// Shadow policies never patch: what they would do is logged and counted.
-		log.Info("Shadow policies would change the pod", "shadow", shadow)
+		log.get().Info("Shadow policies would change the pod", "shadow", shadow)
 	}
 	warnings := res.Warnings
 	decision := func(outcome Outcome, kv ...any) {
-		if !log.V(1).Enabled() {
+		if !log.v1() {
 			return
 		}
-		log.V(1).Info("Admission decision", append([]any{
+		log.get().V(1).Info("Admission decision", append([]any{
 			"outcome", outcome,
 			"matched", matchedPolicies(res),
 			"applied", items(res.Applied, false),
@@ -263,7 +314,10 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
 	}
 	decision(OutcomeMutated, "operations", len(ops))
-	resp := cradmission.Patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops...)
+	resp, err := patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops)
+	if err != nil {
+		return errored(log, http.StatusInternalServerError, err)
+	}
 	return resp.WithWarnings(warnings...), OutcomeMutated
 }
 
@@ -291,8 +345,8 @@ func kindString(req cradmission.Request) string {
 	return req.Kind.Group + "/" + req.Kind.Version + " " + req.Kind.Kind
 }
 
-func errored(log logr.Logger, code int32, err error) (cradmission.Response, Outcome) {
-	log.Error(err, "Admission request failed", "code", code)
+func errored(log *lazyLog, code int32, err error) (cradmission.Response, Outcome) {
+	log.get().Error(err, "Admission request failed", "code", code)
 	return cradmission.Errored(code, fmt.Errorf("sandbox-webhook: %w", err)), OutcomeError
 }
 
