@@ -28,16 +28,17 @@ func main() {
 }
 
 // sample is one benchmark line's figures.
-type sample struct{ ns, bytes, allocs float64 }
+type sample struct{ ns, bytes, allocs, ratio float64 }
 
 type series struct {
-	ns, bytes, allocs []float64
+	ns, bytes, allocs, ratio []float64
 }
 
 func (s *series) add(x sample) {
 	s.ns = append(s.ns, x.ns)
 	s.bytes = append(s.bytes, x.bytes)
 	s.allocs = append(s.allocs, x.allocs)
+	s.ratio = append(s.ratio, x.ratio)
 }
 
 func median(v []float64) float64 {
@@ -90,6 +91,8 @@ func parse(r io.Reader) (map[string]*series, []string, []string, error) {
 				x.bytes = v
 			case "allocs/op":
 				x.allocs = v
+			case "handler/floor":
+				x.ratio = v
 			}
 		}
 		if out[m[1]] == nil {
@@ -109,6 +112,8 @@ func run(in io.Reader, w io.Writer) error {
 	type row struct {
 		name           string
 		handler, floor *series
+		// interleaved is the <Name>Ratio benchmark of the pair, if any.
+		interleaved *series
 	}
 	var rows []row
 	seen := map[string]bool{}
@@ -125,7 +130,8 @@ func run(in io.Reader, w io.Writer) error {
 		if h == nil || f == nil {
 			continue
 		}
-		rows = append(rows, row{base, h, f})
+		bench, rest, _ := strings.Cut(base, "/")
+		rows = append(rows, row{base, h, f, all[bench+"Ratio/"+rest]})
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("no benchmark with both a path=handler and a path=floor variant in the input")
@@ -137,18 +143,27 @@ func run(in io.Reader, w io.Writer) error {
 		return fmt.Sprintf("%.2f×", a/b)
 	}
 	fmt.Fprintf(w, "%s; median of %d run(s) each.\n\n", strings.Join(header, ", "), len(rows[0].handler.ns))
-	fmt.Fprintln(w, "| benchmark | time / floor | B/op / floor | allocs/op / floor | handler ns/op | floor ns/op | handler B/op | floor B/op | handler allocs/op | floor allocs/op |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "*time / floor* is measured interleaved (one review through each per iteration, so both see the same load) when a …Ratio benchmark ran; *separate* divides the two benchmarks' own times.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| benchmark | time / floor | time / floor, separate | B/op / floor | allocs/op / floor | handler ns/op | floor ns/op | handler B/op | floor B/op | handler allocs/op | floor allocs/op |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	timeRatio := map[string]float64{}
 	for _, x := range rows {
 		hn, fn := median(x.handler.ns), median(x.floor.ns)
 		hb, fb := median(x.handler.bytes), median(x.floor.bytes)
 		ha, fa := median(x.handler.allocs), median(x.floor.allocs)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
-			strings.TrimPrefix(x.name, "Benchmark"), r(hn, fn), r(hb, fb), r(ha, fa), hn, fn, hb, fb, ha, fa)
+		tr, interleaved := hn/fn, "—"
+		if x.interleaved != nil {
+			tr = median(x.interleaved.ratio)
+			interleaved = fmt.Sprintf("%.2f×", tr)
+		}
+		timeRatio[x.name] = tr
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
+			strings.TrimPrefix(x.name, "Benchmark"), interleaved, r(hn, fn), r(hb, fb), r(ha, fa), hn, fn, hb, fb, ha, fa)
 	}
 	scaling(w, func(yield func(name string, ratio float64) bool) {
 		for _, x := range rows {
-			if !yield(x.name, median(x.handler.ns)/median(x.floor.ns)) {
+			if !yield(x.name, timeRatio[x.name]) {
 				return
 			}
 		}
