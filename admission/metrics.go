@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,15 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	hits     *prometheus.CounterVec
 	shadow   *prometheus.CounterVec
+
+	// The series of each outcome, looked up once: a lookup hashes the
+	// labels. A duration series appears on /metrics only once observed.
+	byOutcome map[Outcome]*outcomeSeries
+}
+
+type outcomeSeries struct {
+	requests prometheus.Counter
+	duration atomic.Pointer[prometheus.Observer]
 }
 
 // NewMetrics creates the admission metrics and registers them with reg.
@@ -53,8 +63,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"policy", "decision"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow)
+	m.byOutcome = map[Outcome]*outcomeSeries{}
 	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeError} {
-		m.requests.WithLabelValues(string(o))
+		m.byOutcome[o] = &outcomeSeries{requests: m.requests.WithLabelValues(string(o))}
 	}
 	return m
 }
@@ -62,6 +73,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // ObserveRequest counts one answered request and its latency. The server
 // also calls it for requests it rejects before the handler (body too large).
 func (m *Metrics) ObserveRequest(o Outcome, d time.Duration) {
+	if s, ok := m.byOutcome[o]; ok {
+		s.requests.Inc()
+		obs := s.duration.Load()
+		if obs == nil {
+			o := m.duration.WithLabelValues(string(o))
+			s.duration.Store(&o)
+			obs = &o
+		}
+		(*obs).Observe(d.Seconds())
+		return
+	}
 	m.requests.WithLabelValues(string(o)).Inc()
 	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +43,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.tooLarge(w, start, fmt.Sprintf("%d bytes", r.ContentLength))
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		body, err := readBody(w, r, limit)
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -55,10 +54,24 @@ func (s *server) guard(next http.Handler) http.Handler {
 			http.Error(w, "sandbox-webhook: reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = admission.BufferedBody(body)
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readBody reads the request body whole, at most limit bytes: into a buffer
+// of the announced size when there is one (net/http ends the body there),
+// else growing, as io.ReadAll does.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 func (s *server) tooLarge(w http.ResponseWriter, start time.Time, size string) {
