@@ -37,6 +37,9 @@ type level struct {
 	conns       int64 // TLS connections opened, warm-up included
 	peakKB      int64 // VmHWM over the level (warm-up included)
 	resetOK     bool
+	// anonKB and fileKB split the RSS at the end of the level: memory the
+	// process allocated, and pages of its binary (and other files) mapped.
+	anonKB, fileKB int64
 }
 
 func (l *level) throughput() float64 {
@@ -197,5 +200,11 @@ func drive(ctx context.Context, t *target, c int, body []byte, roots *x509.CertP
 		return nil, fmt.Errorf("%s: reading its peak RSS: %w", t.name, err)
 	}
 	l.peakKB = hwm
+	if l.anonKB, err = t.proc.status("RssAnon"); err != nil {
+		return nil, err
+	}
+	if l.fileKB, err = t.proc.status("RssFile"); err != nil {
+		return nil, err
+	}
 	return l, ctx.Err()
 }

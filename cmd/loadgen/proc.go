@@ -191,19 +191,19 @@ func (w webhookProcess) run(ctx context.Context, name string, poll time.Duration
 	}
 }
 
-// buildFloor compiles cmd/loadgen/floor into dir.
-func buildFloor(ctx context.Context, dir string) (string, error) {
-	out := filepath.Join(dir, "floor")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/loadgen/floor")
+// buildFloors compiles the floor servers (cmd/loadgen/floor and
+// cmd/loadgen/decodefloor) into dir.
+func buildFloors(ctx context.Context, dir string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/", "./cmd/loadgen/floor", "./cmd/loadgen/decodefloor")
 	cmd.Dir = benchdata.Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the floor server: %w\n%s", err, b)
+		return fmt.Errorf("building the floor servers: %w\n%s", err, b)
 	}
-	return out, nil
+	return nil
 }
 
-// startFloor starts the floor server on a free port.
+// startFloor starts a floor server on a free port.
 func startFloor(ctx context.Context, binary, certDir, logPath string) (*process, error) {
 	ports, err := freePorts(1)
 	if err != nil {
@@ -223,7 +223,7 @@ func startFloor(ctx context.Context, binary, certDir, logPath string) (*process,
 		}
 		if p.exited() || time.Now().After(deadline) || ctx.Err() != nil {
 			p.stop()
-			return nil, fmt.Errorf("the floor server did not start; log:\n%s", tail(logPath))
+			return nil, fmt.Errorf("%s did not start; log:\n%s", binary, tail(logPath))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -35,9 +35,11 @@ func ratio(a, b float64) string {
 func (r *report) write(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "## Server under load (cmd/loadgen)\n\n")
-	fmt.Fprintf(w, "`sandbox-webhook serve` and the floor (a bare TLS server that reads the review and answers a fixed one), "+
-		"each its own process, driven in turn by the same client over keep-alive HTTP/1.1 TLS connections "+
-		"(one per concurrent client) on loopback. Review: the %s pod (%d bytes), %d polic%s loaded. "+
+	fmt.Fprintf(w, "`sandbox-webhook serve` and two floors, each its own process with the same certificate and TLS settings, "+
+		"driven in turn by the same client over keep-alive HTTP/1.1 TLS connections (one per concurrent client) on loopback: "+
+		"*floor* reads the review and answers a fixed one (TLS and HTTP only, cmd/loadgen/floor); "+
+		"*decode-floor* is a controller-runtime webhook that decodes the review and answers allowed (cmd/loadgen/decodefloor). "+
+		"Review: the %s pod (%d bytes), %d polic%s loaded. "+
 		"Per target and level: %d warm-up requests per connection, then at most %d requests or %s. %s; %s.\n\n",
 		o.pod, r.reviewBytes, o.policies, plural(o.policies, "y", "ies"), o.warmup, o.requests, o.duration, machine(), r.started.Format(time.RFC3339))
 
@@ -45,30 +47,31 @@ func (r *report) write(w io.Writer) {
 	for _, l := range r.levels {
 		byKey[fmt.Sprintf("%s/%d", l.target, l.concurrency)] = l
 	}
-	fmt.Fprintf(w, "| concurrency | throughput webhook/floor | p50 webhook/floor | p99 webhook/floor | webhook peak RSS | errors (webhook, floor) |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| concurrency | throughput / floor | p99 / floor | throughput / decode-floor | p99 / decode-floor | webhook peak RSS | webhook RSS at the end: anon + file | errors (webhook, floors) |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range o.concurrency {
-		wl, fl := byKey[fmt.Sprintf("webhook/%d", c)], byKey[fmt.Sprintf("floor/%d", c)]
-		if wl == nil || fl == nil {
+		wl, fl, dl := byKey[fmt.Sprintf("webhook/%d", c)], byKey[fmt.Sprintf("floor/%d", c)], byKey[fmt.Sprintf("decode-floor/%d", c)]
+		if wl == nil || fl == nil || dl == nil {
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d, %d |\n", c,
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s + %s | %d, %d |\n", c,
 			ratio(wl.throughput(), fl.throughput()),
-			ratio(float64(quantile(wl.latencies, .5)), float64(quantile(fl.latencies, .5))),
 			ratio(float64(quantile(wl.latencies, .99)), float64(quantile(fl.latencies, .99))),
-			mib(wl.peakKB), wl.errors, fl.errors)
+			ratio(wl.throughput(), dl.throughput()),
+			ratio(float64(quantile(wl.latencies, .99)), float64(quantile(dl.latencies, .99))),
+			mib(wl.peakKB), mib(wl.anonKB), mib(wl.fileKB), wl.errors, fl.errors+dl.errors)
 	}
 
-	fmt.Fprintf(w, "\n| target | concurrency | requests | errors | req/s | p50 | p90 | p99 | max | connections | peak RSS |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n| target | concurrency | requests | errors | req/s | p50 | p90 | p99 | max | connections | peak RSS | RSS at the end: anon + file |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range r.levels {
 		rss := mib(l.peakKB)
 		if !l.resetOK {
 			rss += " (process lifetime)"
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %d | %s |\n", l.target, l.concurrency,
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %d | %s | %s + %s |\n", l.target, l.concurrency,
 			len(l.latencies), l.errors, l.throughput(), ms(quantile(l.latencies, .5)), ms(quantile(l.latencies, .9)),
-			ms(quantile(l.latencies, .99)), ms(quantile(l.latencies, 1)), l.conns, rss)
+			ms(quantile(l.latencies, .99)), ms(quantile(l.latencies, 1)), l.conns, rss, mib(l.anonKB), mib(l.fileKB))
 	}
 	for _, l := range r.levels {
 		if l.firstError != "" {

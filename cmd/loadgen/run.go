@@ -161,17 +161,22 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer web.stop()
-	floorBinary, err := buildFloor(ctx, tmp)
-	if err != nil {
+	if err := buildFloors(ctx, tmp); err != nil {
 		return err
 	}
-	floor, err := startFloor(ctx, floorBinary, certDir, filepath.Join(tmp, "floor.log"))
+	floor, err := startFloor(ctx, filepath.Join(tmp, "floor"), certDir, filepath.Join(tmp, "floor.log"))
 	if err != nil {
 		return err
 	}
 	defer floor.stop()
+	decodeFloor, err := startFloor(ctx, filepath.Join(tmp, "decodefloor"), certDir, filepath.Join(tmp, "decodefloor.log"))
+	if err != nil {
+		return err
+	}
+	defer decodeFloor.stop()
 	targets := []*target{
 		{name: "floor", url: floor.url, proc: floor},
+		{name: "decode-floor", url: decodeFloor.url, proc: decodeFloor},
 		{name: "webhook", url: web.url, proc: web, patched: o.pod != "non-matching"},
 	}
 	for _, t := range targets {
