@@ -397,11 +397,13 @@ func (b *block) volume(id string, v *volumeItem) {
 	if claimed != "false" {
 		skipped = fmt.Sprintf("%s ? [%s + %s + ': ' + %s + %s] : ", claimed, quote, v.item, why, quote)
 	}
-	b.skipped = append(b.skipped, skipped+fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s || size(%s) > 0 ? [] : %s)",
+	// No container can mount it: reported whether or not the pod has an
+	// identical volume.
+	b.skipped = append(b.skipped, skipped+fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s ? [] : %s)",
 		v.blocked, entry(fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", v.name)),
 		b.sel, entry("no container is selected"),
 		v.conflicts,
-		v.injected, v.existing, entry("every selected container already mounts something at "+v.mountPath)))
+		v.injected, entry("every selected container already mounts something at "+v.mountPath)))
 	b.injected = append(b.injected, fmt.Sprintf("%s ? [%s + %s + %s] : []", v.injected, quote, v.item, quote))
 	b.volumes = append(b.volumes, v)
 }
