@@ -240,7 +240,7 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 	// in the last mutation, after every policy has injected, as the webhook
 	// does: no policy's cache is taken for the pod's own, whatever the
 	// order.
-	converts, kept := conversion(pr, pd, blocks)
+	converts, kept := conversion(pr, pd, blocks, cl)
 	lines := pr.def("passLines", pass+".split('\\n')")
 	// An entry is its head, its skipped items and then those of the
 	// conversion, which the webhook records after every policy's apply.

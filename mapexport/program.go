@@ -542,17 +542,27 @@ const memoryEmptyDir = "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Me
 
 // convert follows mutate's applier.convert for a disk-mode policy alone in
 // its MAP: the pod's own memory-backed emptyDirs move to disk, except those
-// keepMemoryVolumes names. Its own caches are disk-backed, so every
-// memory-backed emptyDir is the pod's own; the mounts its block adds are of
-// its own volumes, so the pod as it arrives keeps by mount path what the
-// pod after its injections would.
+// keepMemoryVolumes names and those named like one of its caches or assets.
+// Such a volume is that item's, whether the policy injects it or skips it
+// (the pod has a different volume of that name, no container can mount it):
+// the pod keeps its own whole, medium included. The mounts its block adds
+// are of its own volumes, so the pod as it arrives keeps by mount path what
+// the pod after its injections would.
 func (b *block) convert() {
 	pr, pd := b.defs(), b.pod
 	keep := b.keeps("v")
+	var names []string
+	for _, v := range b.volumes {
+		names = append(names, str(v.name))
+	}
+	own := memoryEmptyDir
+	if len(names) > 0 {
+		own = and(own, fmt.Sprintf("!(v.name in [%s])", strings.Join(names, ", ")))
+	}
 	b.converts = pr.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
-		pd.volumes, pd.volumes, memoryEmptyDir, paren(keep)))
+		pd.volumes, pd.volumes, own, paren(keep)))
 	b.skipped = append(b.skipped, fmt.Sprintf("%s.filter(v, %s && %s).map(v, %s + v.name + %s)",
-		pd.volumes, memoryEmptyDir, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
+		pd.volumes, own, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
 }
 
 // conversion follows mutate's conversion for the policies of a set compiled
@@ -562,31 +572,44 @@ func (b *block) convert() {
 // and are recorded as skipped in its status entry, the rest move to disk. A
 // later disk-mode policy neither converts nor records anything, so a second
 // pass, which finds the same first policy and the converted volumes on
-// disk, decides the same. A memory-backed emptyDir a policy injected (its
-// cache, or the pod's own identical volume it mounts) is not the pod's own
-// and stays. Its variables are read in the MAP's last mutation, on the pod
+// disk, decides the same. A memory-backed emptyDir named like a cache or an
+// asset whose volume name a policy claims (cl: the first policy that
+// declares the name and selects the pod, unless an even earlier one holds
+// the name or the mount path) is that item's and stays, whether the policy
+// injected it or kept the pod's own: the pod keeps its own whole, medium
+// included. Its variables are read in the MAP's last mutation, on the pod
 // after every policy's mutation, as the webhook reads the pod after every
 // policy's apply.
 //
 // It returns the indices of the volumes to move to disk and, per block, the
 // CEL list of the skipped items to append to its status entry ("[]" for a
 // block that keeps nothing).
-func conversion(pr *program, pd *pod, blocks []*block) (converts string, kept []string) {
-	var injected []string
+func conversion(pr *program, pd *pod, blocks []*block, cl claims) (converts string, kept []string) {
+	// The volume names a policy claims, each once, in the order the
+	// policies declare them.
+	var names []string
+	seen := map[string]bool{}
 	for _, b := range blocks {
-		if b.mode != policy.ModeMemory {
-			continue // disk-mode caches are not memory-backed
-		}
 		for _, v := range b.volumes {
-			if v.cache {
-				injected = append(injected, and(fmt.Sprintf("v.name == %s", str(v.name)), b.matched, v.injected))
+			if seen[v.name] {
+				continue
 			}
+			seen[v.name] = true
+			var holds []string
+			for _, c := range cl["volume/"+v.name] {
+				holds = append(holds, c.holds)
+			}
+			names = append(names, fmt.Sprintf("%s ? [%s] : []", or(holds...), str(v.name)))
 		}
 	}
-	// own: the indices of the pod's own memory-backed emptyDirs, not yet
-	// on disk.
+	tmpfs := memoryEmptyDir
+	if len(names) > 0 {
+		tmpfs = and(tmpfs, fmt.Sprintf("!(v.name in %s)", pr.def("volumesClaimed", concat(names))))
+	}
+	// own: the indices of the pod's own memory-backed emptyDirs that no
+	// policy's cache or asset names, not yet on disk.
 	own := pr.def("tmpfsOwn", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s))",
-		pd.volumes, pd.volumes, and(memoryEmptyDir, not(or(injected...)))))
+		pd.volumes, pd.volumes, tmpfs))
 	kept = make([]string, len(blocks))
 	var (
 		earlier []string // the matches of the disk-mode blocks before
