@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -45,6 +46,9 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, log logr.Log
 	if r.Header.Get("Content-Type") != "application/json" || len(body) > maxReviewBytes {
 		return false
 	}
+	// The duration metric covers the pod's decoding, as on the general
+	// path, where Handle decodes it; here the review's comes with it.
+	start := time.Now()
 	review := fastReview{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
 		return false
@@ -66,7 +70,7 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, log logr.Log
 		req.AdmissionRequest = review.Request.AdmissionRequest
 		req.Object = runtime.RawExtension{Raw: raw}
 	}
-	resp := h.handleTimed(r.Context(), &lazyLog{base: log, req: &req}, req, pod)
+	resp := h.handleTimed(r.Context(), start, &lazyLog{base: log, req: &req}, req, pod)
 	if err := resp.Complete(req); err != nil {
 		// As controller-runtime's webhook does.
 		log.WithValues(requestValues(&req)...).Error(err, "unable to encode response")

@@ -244,3 +244,37 @@ func FuzzFastPath(f *testing.F) {
 		}
 	})
 }
+
+// TestScanReview pins what the scanner finds and refuses, strings with
+// escapes and quotes included.
+func TestScanReview(t *testing.T) {
+	for _, c := range []struct {
+		name, body, object string
+		ok                 bool
+	}{
+		{"plain", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"kind":"Pod","a":"x"},"dryRun":false}}`, `{"kind":"Pod","a":"x"}`, true},
+		{"spaces", ` { "kind" : "AdmissionReview" , "request" : { "object" : { "kind" : "Pod" } } } `, `{ "kind" : "Pod" }`, true},
+		{"quotes and braces in strings", `{"request":{"x":"a\"}{[","object":{"s":"\\\\","t":"\\\"}"},"y":"\\"}}`, `{"s":"\\\\","t":"\\\"}"}`, true},
+		{"no request", `{"kind":"AdmissionReview"}`, ``, true},
+		{"object null", `{"request":{"object":null}}`, ``, true},
+		{"object in an array is not it", `{"request":{"a":[{"object":{}}]}}`, ``, true},
+		{"Kind", `{"Kind":"x","request":{}}`, ``, false},
+		{"KIND in the pod", `{"request":{"object":{"KIND":"Namespace"}}}`, ``, false},
+		{"kelvin sign", "{\"\u212aind\":\"x\"}", ``, false},
+		{"escaped key", `{"\u006bind":"x"}`, ``, false},
+		{"escaped key in the request", `{"request":{"\u006fbject":{}}}`, ``, false},
+		{"object twice", `{"request":{"object":{},"object":{}}}`, ``, false},
+		{"request twice", `{"request":null,"request":{}}`, ``, false},
+		{"apiVersion twice in the pod", `{"request":{"object":{"apiVersion":"v1","apiVersion":"v1"}}}`, ``, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !json.Valid([]byte(c.body)) {
+				t.Fatalf("not valid JSON: %s", c.body)
+			}
+			object, ok := scanReview([]byte(c.body))
+			if ok != c.ok || string(object) != c.object {
+				t.Errorf("scanReview = %q, %v; want %q, %v", object, ok, c.object, c.ok)
+			}
+		})
+	}
+}

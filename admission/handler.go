@@ -222,12 +222,12 @@ func truncateString(s string, n int) string {
 // every other request is allowed unchanged with the reason. Dry-run requests
 // are handled like any other: the handler has no side effects.
 func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
-	return h.handleTimed(ctx, &lazyLog{base: logf.FromContext(ctx)}, req, nil)
+	return h.handleTimed(ctx, time.Now(), &lazyLog{base: logf.FromContext(ctx)}, req, nil)
 }
 
-// handleTimed is Handle with its logger and, when already decoded, the pod.
-func (h *Handler) handleTimed(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
-	start := time.Now()
+// handleTimed is Handle with its logger and, when already decoded, the pod
+// and the time its decoding started, which the duration metric counts from.
+func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
 	outcome := OutcomeError
 	defer func() {
 		if r := recover(); r != nil {

@@ -147,21 +147,31 @@ func (s *scanner) space() {
 
 // str skips the string at s.i and reports whether it holds an escape.
 func (s *scanner) str() (escaped bool) {
-	b, i := s.b, s.i+1 // after the opening quote
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			s.i = i + 1
-			return escaped
-		case '\\':
-			escaped = true
-			i += 2 // the backslash and the escaped byte
-		default:
-			i++
+	b := s.b
+	start := s.i + 1 // after the opening quote
+	i := start
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			s.i = len(b)
+			return escaped || bytes.IndexByte(b[start:], '\\') >= 0
 		}
+		q := i + j
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for k := q - 1; k >= start && b[k] == '\\'; k-- {
+			n++
+		}
+		if !escaped && bytes.IndexByte(b[i:q], '\\') >= 0 {
+			escaped = true
+		}
+		if n%2 == 0 {
+			s.i = q + 1
+			return escaped
+		}
+		i = q + 1
 	}
-	s.i = i
-	return escaped
 }
 
 // structural marks the bytes value must look at inside an object or array.
