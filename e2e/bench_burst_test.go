@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +50,16 @@ func TestBurstBench(t *testing.T) {
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: webhookNS}}},
 	})
 	ctx := t.Context()
-	floorName := benchStartFloor(t, scope+"-floor", floorNS)
+	floorName, floorPID := benchStartFloor(t, scope+"-floor", floorNS)
 	ensureNamespace(t, noneNS, nil)
+	// CPU time of the processes involved, per create: it does not depend
+	// on what else the machine runs, unlike the latencies.
+	host, err := url.Parse(suite.cp.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserverPID := benchFindPID(t, filepath.Join(suite.root, "bin", "kube-apiserver"), "--secure-port="+host.Port())
+	webhookPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(in.webhook.Port))
 
 	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
 	const handlerMetric = "sandbox_webhook_admission_duration_seconds"
@@ -76,6 +87,8 @@ func TestBurstBench(t *testing.T) {
 		errs := map[string]int{}
 		callSum, callN := map[string]float64{}, map[string]float64{}
 		var handlerSum, handlerN float64
+		apiCPU, ownCPU := map[string]time.Duration{}, map[string]time.Duration{}
+		ownPID := map[string]int{"webhook": webhookPID, "floor": floorPID}
 		for round := range b.rounds {
 			for i := range configs {
 				c := configs[(i+round)%len(configs)]
@@ -90,7 +103,10 @@ func TestBurstBench(t *testing.T) {
 				if c.name == "webhook" {
 					hs, hn = in.metric(t, handlerMetric+"_sum"), in.metric(t, handlerMetric+"_count")
 				}
+				a0, o0 := benchCPU(t, apiserverPID), benchCPU(t, ownPID[c.name])
 				r := burst(ctx, c.ns, prefix, b.size)
+				apiCPU[c.name] += benchCPU(t, apiserverPID) - a0
+				ownCPU[c.name] += benchCPU(t, ownPID[c.name]) - o0
 				benchCheck(t, c.name, r, b.size, c.check)
 				if c.webhook != "" {
 					l := fmt.Sprintf("name=%q", c.webhook)
@@ -108,17 +124,23 @@ func TestBurstBench(t *testing.T) {
 		}
 		none := lat["none"]
 		fmt.Fprintf(&report, "\n### %d concurrent creates, %d rounds pooled\n\n", b.size, b.rounds)
-		fmt.Fprintf(&report, "| configuration | p50 / none | p99 / none | creates | errors | p50 | p90 | p99 | max | apiserver's mean webhook call |\n")
-		fmt.Fprintf(&report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&report, "| configuration | p50 / none | p99 / none | apiserver CPU per create / none | creates | errors | p50 | p90 | p99 | max | apiserver CPU per create | webhook process CPU per create | apiserver's mean webhook call |\n")
+		fmt.Fprintf(&report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		n := float64(b.size * b.rounds)
 		for _, c := range configs {
 			l := lat[c.name]
-			call := "—"
+			call, own := "—", "—"
 			if callN[c.name] > 0 {
 				call = fmt.Sprintf("%.2f ms", callSum[c.name]/callN[c.name]*1000)
 			}
-			fmt.Fprintf(&report, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", c.name,
+			if ownPID[c.name] != 0 {
+				own = fmt.Sprintf("%.0f µs", float64(ownCPU[c.name].Microseconds())/n)
+			}
+			fmt.Fprintf(&report, "| %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %.0f µs | %s | %s |\n", c.name,
 				benchRatio(quantile(l, .5), quantile(none, .5)), benchRatio(quantile(l, .99), quantile(none, .99)),
-				len(l), errs[c.name], benchMS(quantile(l, .5)), benchMS(quantile(l, .9)), benchMS(quantile(l, .99)), benchMS(quantile(l, 1)), call)
+				benchRatio(apiCPU[c.name], apiCPU["none"]),
+				len(l), errs[c.name], benchMS(quantile(l, .5)), benchMS(quantile(l, .9)), benchMS(quantile(l, .99)), benchMS(quantile(l, 1)),
+				float64(apiCPU[c.name].Microseconds())/n, own, call)
 		}
 		fmt.Fprintf(&report, "\nwebhook p99 / floor p99: %s. The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
 			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)), handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric)
@@ -170,8 +192,9 @@ func benchCheck(t *testing.T, what string, r burstResult, size int, check func(*
 
 // benchStartFloor builds and starts cmd/loadgen/floor with its own serving
 // certificate, points a webhook configuration (the chart's, scoped to ns)
-// at it, waits until the apiserver calls it and returns the webhook's name.
-func benchStartFloor(t *testing.T, release, ns string) string {
+// at it, waits until the apiserver calls it and returns the webhook's name
+// and the floor's process id.
+func benchStartFloor(t *testing.T, release, ns string) (string, int) {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -234,7 +257,63 @@ func benchStartFloor(t *testing.T, release, ns string) string {
 		n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label)
 		return n > 0, fmt.Sprintf("%v calls", n)
 	})
-	return name
+	return name, cmd.Process.Pid
+}
+
+// benchFindPID returns the process whose command line holds every one of
+// args.
+func benchFindPID(t *testing.T, args ...string) int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmdline := strings.Split(string(b), "\x00")
+		found := true
+		for _, a := range args {
+			if !slices.Contains(cmdline, a) {
+				found = false
+				break
+			}
+		}
+		if found {
+			return pid
+		}
+	}
+	t.Fatalf("no process with %q in its command line", args)
+	return 0
+}
+
+// benchCPU returns the CPU time (user and system) process pid has used;
+// zero for pid 0.
+func benchCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var ticks int64
+	for _, s := range f[11:13] { // utime and stime, fields 14 and 15
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 func benchMS(d time.Duration) string {

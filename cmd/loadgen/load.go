@@ -40,6 +40,16 @@ type level struct {
 	// anonKB and fileKB split the RSS at the end of the level: memory the
 	// process allocated, and pages of its binary (and other files) mapped.
 	anonKB, fileKB int64
+	// cpu is the server's CPU time over the measured phase.
+	cpu time.Duration
+}
+
+// cpuPerRequest is the server's CPU time per measured request.
+func (l *level) cpuPerRequest() time.Duration {
+	if len(l.latencies) == 0 {
+		return 0
+	}
+	return l.cpu / time.Duration(len(l.latencies)+l.errors)
 }
 
 func (l *level) throughput() float64 {
@@ -188,11 +198,20 @@ func drive(ctx context.Context, t *target, c int, body []byte, roots *x509.CertP
 		})
 	}
 	warm.Wait()
+	cpu0, err := t.proc.cpu()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	deadline = start.Add(o.duration)
 	close(begin)
 	wg.Wait()
 	l.elapsed = time.Since(start)
+	cpu1, err := t.proc.cpu()
+	if err != nil {
+		return nil, err
+	}
+	l.cpu = cpu1 - cpu0
 	l.conns = dials.Load()
 	slices.Sort(l.latencies)
 	hwm, err := t.proc.status("VmHWM")

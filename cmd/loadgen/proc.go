@@ -98,6 +98,38 @@ func (p *process) status(field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
 }
 
+// cpu returns the CPU time the process has used, user and system (from
+// /proc/PID/stat, in clock ticks of 10ms).
+func (p *process) cpu() (time.Duration, error) {
+	return processCPU(p.cmd.Process.Pid)
+}
+
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	var ticks int64
+	for _, s := range f[11:13] { // utime and stime, fields 14 and 15
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ticks) * tick, nil
+}
+
 // resetPeak makes VmHWM the current RSS (Linux: clear_refs 5), so that the
 // next reading is the peak of what ran since.
 func (p *process) resetPeak() error {

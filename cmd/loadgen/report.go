@@ -47,31 +47,36 @@ func (r *report) write(w io.Writer) {
 	for _, l := range r.levels {
 		byKey[fmt.Sprintf("%s/%d", l.target, l.concurrency)] = l
 	}
-	fmt.Fprintf(w, "| concurrency | throughput / floor | p99 / floor | throughput / decode-floor | p99 / decode-floor | webhook peak RSS | webhook RSS at the end: anon + file | errors (webhook, floors) |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "*CPU / request* is the server process's own CPU time (user and system, /proc/PID/stat) over the measured phase "+
+		"divided by its requests: unlike the rates, it does not depend on what else the machine runs.\n\n")
+	fmt.Fprintf(w, "| concurrency | throughput / floor | p99 / floor | CPU per request / floor | throughput / decode-floor | p99 / decode-floor | CPU per request / decode-floor | webhook peak RSS | webhook RSS at the end: anon + file | errors (webhook, floors) |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range o.concurrency {
 		wl, fl, dl := byKey[fmt.Sprintf("webhook/%d", c)], byKey[fmt.Sprintf("floor/%d", c)], byKey[fmt.Sprintf("decode-floor/%d", c)]
 		if wl == nil || fl == nil || dl == nil {
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s + %s | %d, %d |\n", c,
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s + %s | %d, %d |\n", c,
 			ratio(wl.throughput(), fl.throughput()),
 			ratio(float64(quantile(wl.latencies, .99)), float64(quantile(fl.latencies, .99))),
+			ratio(float64(wl.cpuPerRequest()), float64(fl.cpuPerRequest())),
 			ratio(wl.throughput(), dl.throughput()),
 			ratio(float64(quantile(wl.latencies, .99)), float64(quantile(dl.latencies, .99))),
+			ratio(float64(wl.cpuPerRequest()), float64(dl.cpuPerRequest())),
 			mib(wl.peakKB), mib(wl.anonKB), mib(wl.fileKB), wl.errors, fl.errors+dl.errors)
 	}
 
-	fmt.Fprintf(w, "\n| target | concurrency | requests | errors | req/s | p50 | p90 | p99 | max | connections | peak RSS | RSS at the end: anon + file |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n| target | concurrency | requests | errors | req/s | p50 | p90 | p99 | max | CPU / request | connections | peak RSS | RSS at the end: anon + file |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range r.levels {
 		rss := mib(l.peakKB)
 		if !l.resetOK {
 			rss += " (process lifetime)"
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %d | %s | %s + %s |\n", l.target, l.concurrency,
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %.0f µs | %d | %s | %s + %s |\n", l.target, l.concurrency,
 			len(l.latencies), l.errors, l.throughput(), ms(quantile(l.latencies, .5)), ms(quantile(l.latencies, .9)),
-			ms(quantile(l.latencies, .99)), ms(quantile(l.latencies, 1)), l.conns, rss, mib(l.anonKB), mib(l.fileKB))
+			ms(quantile(l.latencies, .99)), ms(quantile(l.latencies, 1)), float64(l.cpuPerRequest())/float64(time.Microsecond),
+			l.conns, rss, mib(l.anonKB), mib(l.fileKB))
 	}
 	for _, l := range r.levels {
 		if l.firstError != "" {
