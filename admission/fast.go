@@ -62,7 +62,7 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, log logr.Log
 		return false
 	}
 	pod := review.Request.podOrNil()
-	if pod != nil && !((pod.APIVersion == "" || pod.APIVersion == "v1") && (pod.Kind == "" || pod.Kind == "Pod")) {
+	if pod != nil && !isPodTypeMeta(pod.TypeMeta) {
 		return false // the general path says what it is instead
 	}
 	req := cradmission.Request{}
@@ -82,6 +82,12 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, log logr.Log
 		log.Error(err, "unable to encode and write the response")
 	}
 	return true
+}
+
+// isPodTypeMeta reports whether the universal deserializer decodes an object
+// of this apiVersion and kind into a Pod: v1 Pod, either part left out.
+func isPodTypeMeta(tm metav1.TypeMeta) bool {
+	return (tm.APIVersion == "" || tm.APIVersion == "v1") && (tm.Kind == "" || tm.Kind == "Pod")
 }
 
 func (r *fastRequest) podOrNil() *corev1.Pod {
