@@ -11,75 +11,22 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/tls"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
-	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/loadgen/internal/floorserver"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
-	certDir := fs.String("cert-dir", "", "directory with tls.crt and tls.key")
-	addr := fs.String("address", "127.0.0.1:0", "listen address")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(*certDir, "tls.crt"), filepath.Join(*certDir, "tls.key"))
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(answer(body))
-		}),
-		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS13,
-			NextProtos:   []string{"http/1.1"},
-			Certificates: []tls.Certificate{cert},
-		},
-		ReadHeaderTimeout: 32 * time.Second,
-		IdleTimeout:       90 * time.Second,
-	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	fmt.Printf("floor server on %s\n", l.Addr())
-	if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	floorserver.Main("floor", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer(body))
+	}))
 }
 
 const (
