@@ -55,43 +55,30 @@ func jsonText(s string) string {
 }
 
 // and joins conditions with &&; an empty list is true.
-func and(conds ...string) string {
-	var out []string
-	for _, c := range conds {
-		if c != "" && c != "true" {
-			out = append(out, c)
-		}
-	}
-	switch len(out) {
-	case 0:
-		return "true"
-	case 1:
-		return out[0]
-	}
-	for i := range out {
-		out[i] = paren(out[i])
-	}
-	return strings.Join(out, " && ")
-}
+func and(conds ...string) string { return join(" && ", "true", conds) }
 
 // or joins conditions with ||; an empty list is false.
-func or(conds ...string) string {
+func or(conds ...string) string { return join(" || ", "false", conds) }
+
+// join joins conds with op, leaving out empty ones and the operator's
+// identity (true for &&, false for ||), which an empty list gives.
+func join(op, identity string, conds []string) string {
 	var out []string
 	for _, c := range conds {
-		if c != "" && c != "false" {
+		if c != "" && c != identity {
 			out = append(out, c)
 		}
 	}
 	switch len(out) {
 	case 0:
-		return "false"
+		return identity
 	case 1:
 		return out[0]
 	}
 	for i := range out {
 		out[i] = paren(out[i])
 	}
-	return strings.Join(out, " || ")
+	return strings.Join(out, op)
 }
 
 func not(c string) string {
