@@ -94,7 +94,7 @@ func TestBurstBench(t *testing.T) {
 				c := configs[(i+round)%len(configs)]
 				prefix := fmt.Sprintf("s%d-r%d", b.size, round)
 				warm := burst(ctx, c.ns, prefix+"-warmup", b.size)
-				benchCheck(t, c.name+" warm-up", warm, b.size, c.check)
+				checkBurst(t, c.name+" warm-up", warm, b.size, c.check)
 				var cs, cn, hs, hn float64
 				if c.webhook != "" {
 					l := fmt.Sprintf("name=%q", c.webhook)
@@ -107,7 +107,7 @@ func TestBurstBench(t *testing.T) {
 				r := burst(ctx, c.ns, prefix, b.size)
 				apiCPU[c.name] += benchCPU(t, apiserverPID) - a0
 				ownCPU[c.name] += benchCPU(t, ownPID[c.name]) - o0
-				benchCheck(t, c.name, r, b.size, c.check)
+				checkBurst(t, c.name, r, b.size, c.check)
 				if c.webhook != "" {
 					l := fmt.Sprintf("name=%q", c.webhook)
 					callSum[c.name] += apiserverMetric(t, callMetric+"_sum", l) - cs
@@ -164,30 +164,6 @@ func TestBurstBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("report written to %s", path)
-}
-
-// benchCheck fails the test unless every create of the burst succeeded and
-// every stored pod passes check.
-func benchCheck(t *testing.T, what string, r burstResult, size int, check func(*corev1.Pod) []string) {
-	t.Helper()
-	for i, err := range r.errs {
-		if i == 3 {
-			t.Errorf("%s: … %d more failed creates", what, len(r.errs)-3)
-			break
-		}
-		t.Errorf("%s: create failed: %v", what, err)
-	}
-	bad := 0
-	for _, pod := range r.pods {
-		if p := check(pod); len(p) > 0 {
-			if bad++; bad <= 3 {
-				t.Errorf("%s: pod %s:%s", what, fmtPod(pod), joinProblems(p))
-			}
-		}
-	}
-	if len(r.pods) != size || bad > 0 {
-		t.Errorf("%s: %d/%d admitted, %d of them not as expected", what, len(r.pods), size, bad)
-	}
 }
 
 // benchStartFloor builds and starts cmd/loadgen/floor with its own serving

@@ -105,31 +105,11 @@ func TestBurst(t *testing.T) {
 
 	checkAll := func(what string, r burstResult, mutated bool) {
 		t.Helper()
-		for i, err := range r.errs {
-			if i == 3 {
-				t.Errorf("%s: … %d more failed creates", what, len(r.errs)-3)
-				break
-			}
-			t.Errorf("%s: create failed: %v", what, err)
+		check := untouchedProblems
+		if mutated {
+			check = func(pod *corev1.Pod) []string { return seedProblems(pod, corev1.StorageMediumMemory) }
 		}
-		bad := 0
-		for _, pod := range r.pods {
-			var p []string
-			if mutated {
-				p = seedProblems(pod, corev1.StorageMediumMemory)
-			} else {
-				p = untouchedProblems(pod)
-			}
-			if len(p) > 0 {
-				bad++
-				if bad <= 3 {
-					t.Errorf("%s: pod %s:%s", what, fmtPod(pod), joinProblems(p))
-				}
-			}
-		}
-		if len(r.pods) != burstSize || bad > 0 {
-			t.Errorf("%s: %d/%d admitted, %d of them not as expected (mutated=%v)", what, len(r.pods), burstSize, bad, mutated)
-		}
+		checkBurst(t, fmt.Sprintf("%s (mutated=%v)", what, mutated), r, burstSize, check)
 	}
 
 	// Where the time goes: the webhook's own handler time, and the call as
@@ -346,4 +326,28 @@ func servesCert(addr string, g *harness.CertGeneration) (bool, string) {
 		return false, "serving serial " + leaf.SerialNumber.String()
 	}
 	return true, ""
+}
+
+// checkBurst fails the test unless every create of the burst succeeded and
+// every stored pod passes check.
+func checkBurst(t *testing.T, what string, r burstResult, size int, check func(*corev1.Pod) []string) {
+	t.Helper()
+	for i, err := range r.errs {
+		if i == 3 {
+			t.Errorf("%s: … %d more failed creates", what, len(r.errs)-3)
+			break
+		}
+		t.Errorf("%s: create failed: %v", what, err)
+	}
+	bad := 0
+	for _, pod := range r.pods {
+		if p := check(pod); len(p) > 0 {
+			if bad++; bad <= 3 {
+				t.Errorf("%s: pod %s:%s", what, fmtPod(pod), joinProblems(p))
+			}
+		}
+	}
+	if len(r.pods) != size || bad > 0 {
+		t.Errorf("%s: %d/%d admitted, %d of them not as expected", what, len(r.pods), size, bad)
+	}
 }
