@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport/maprun"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -34,7 +35,7 @@ func writeMAPComparison(w io.Writer, set *policy.Set, opts mutate.Options, pods 
 	for _, g := range gaps {
 		fmt.Fprintf(w, "  gap: %s\n", g)
 	}
-	compiled, err := mapexport.Compile(exported)
+	compiled, err := maprun.Compile(exported)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 // new MAP expressions with, x bound to a dynamic value.
 func evalCEL(t *testing.T, expr string, x any) any {
 	t.Helper()
-	env, err := environment.MustBaseEnvSet(compatibility).Env(environment.NewExpressions)
+	env, err := environment.MustBaseEnvSet(CELCompatibility).Env(environment.NewExpressions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -27,6 +28,14 @@ const (
 	// ManagedByLabel marks every exported object.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 )
+
+// CELCompatibility is the version whose CEL environment exported expressions
+// are written for. The oldest apiserver the exported policies are for is
+// 1.36, where admissionregistration v1 MutatingAdmissionPolicy is GA; it
+// compiles new expressions against the CEL environment of its compatibility
+// version, 1.35, and so do the offline runner (mapexport/maprun) and the
+// tests: an expression that compiles there is accepted by the apiserver.
+var CELCompatibility = version.MajorMinor(1, 35)
 
 // Options are the settings the webhook would run the policies with.
 type Options struct {

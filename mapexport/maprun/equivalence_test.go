@@ -1,4 +1,4 @@
-package mapexport
+package maprun
 
 import (
 	"context"
@@ -15,8 +15,23 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
+
+func load(t testing.TB, paths ...string) *policy.Set {
+	t.Helper()
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		abs[i] = golden.Path(p)
+	}
+	set, err := policy.Load(abs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
 
 // canonical returns pod as the apiserver hands it to admission: decoded and
 // re-encoded, so quantities are in canonical form.
@@ -50,7 +65,7 @@ func asMap(t testing.TB, pod *corev1.Pod) map[string]any {
 }
 
 // offlineSets are the policy sets of the offline equivalence test: the
-// golden corpus's, and this package's own, covering what those do not
+// golden corpus's, and mapexport's own, covering what those do not
 // (selectors of every kind, container selection, override, container-level
 // memory, policies contesting items, disk-mode policies around a
 // memory-mode one converting the pod's tmpfs volumes after every policy).
@@ -69,7 +84,7 @@ func offlineSets() []golden.Set {
 	return append(sets, golden.Sets...)
 }
 
-// offlinePods are the corpus pods and this package's own.
+// offlinePods are the corpus pods and mapexport's own.
 func offlinePods(t *testing.T) []string {
 	var pods []string
 	for _, pattern := range []string{"testdata/pods/*.yaml", "mapexport/testdata/pods/*.yaml"} {
@@ -82,8 +97,8 @@ func offlinePods(t *testing.T) []string {
 	return pods
 }
 
-// offlineNamespaces returns the labels of the corpus's namespaces and this
-// package's.
+// offlineNamespaces returns the labels of the corpus's namespaces and
+// mapexport's.
 func offlineNamespaces(t *testing.T) map[string]map[string]string {
 	labels := golden.NamespaceLabels(t)
 	raw, err := os.ReadFile(golden.Path("mapexport/testdata/namespaces.yaml"))
@@ -113,7 +128,7 @@ func TestOfflineEquivalence(t *testing.T) {
 		t.Run(set.Name, func(t *testing.T) {
 			ps := load(t, set.Policies...)
 			lm, _ := mutate.ParseLeakMitigation(set.LeakMitigation)
-			exported, gaps, err := Export(ps, Options{LeakMitigation: lm})
+			exported, gaps, err := mapexport.Export(ps, mapexport.Options{LeakMitigation: lm})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package mapexport
+package maprun
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 )
 
 // BenchmarkRun measures one admission through the exported seed policy with
@@ -15,7 +16,7 @@ import (
 func BenchmarkRun(b *testing.B) {
 	for _, mode := range []string{"memory", "disk"} {
 		b.Run(mode, func(b *testing.B) {
-			exported, _, err := Export(load(b, "examples/policies/"+mode), Options{})
+			exported, _, err := mapexport.Export(load(b, "examples/policies/"+mode), mapexport.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package mapexport
+package maprun
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
@@ -23,13 +22,9 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-)
 
-// The oldest apiserver the exported policies are for: admissionregistration
-// v1 MutatingAdmissionPolicy is GA in 1.36. A 1.36 apiserver compiles new
-// expressions against the CEL environment of its compatibility version,
-// 1.35, so Apply does too: an expression that compiles here is accepted there.
-var compatibility = version.MajorMinor(1, 35)
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+)
 
 var (
 	podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
@@ -42,7 +37,7 @@ type Compiled struct {
 }
 
 type compiledPolicy struct {
-	Exported
+	mapexport.Exported
 	compiler  *plugincel.CompositedCompiler
 	matcher   matchconditions.Matcher // nil without match conditions
 	patchers  []patch.Patcher
@@ -54,14 +49,14 @@ type compiledPolicy struct {
 // MutatingAdmissionPolicy code (k8s.io/apiserver's CEL compiler, match
 // conditions and ApplyConfiguration and JSONPatch patchers), in the CEL
 // environment in which a 1.36 apiserver accepts new policies.
-func Compile(exported []Exported) (*Compiled, error) {
+func Compile(exported []mapexport.Exported) (*Compiled, error) {
 	scheme := clientgoscheme.Scheme
 	objects := admission.NewObjectInterfacesFromScheme(scheme)
 	converter := applyconfigurations.NewTypeConverter(scheme)
 	c := &Compiled{}
 	for _, e := range exported {
 		p := e.Policy
-		compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(compatibility))
+		compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(mapexport.CELCompatibility))
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +104,7 @@ func Compile(exported []Exported) (*Compiled, error) {
 
 // Apply compiles exported policies and runs them on a pod CREATE; see
 // Compiled.Run.
-func Apply(ctx context.Context, exported []Exported, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
+func Apply(ctx context.Context, exported []mapexport.Exported, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
 	c, err := Compile(exported)
 	if err != nil {
 		return nil, err
