@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -17,10 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // benchBursts are the burst sizes and how many rounds of each are measured.
@@ -35,23 +39,41 @@ var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
 //   - floor: selected by a webhook configuration pointing at the floor
 //     server of cmd/loadgen (TLS, reads the review, answers "allowed" with
 //     no patch): the cost of calling any webhook;
+//   - patch-floor: the same floor server answering every review with the
+//     JSONPatch sandbox-webhook makes of the burst's pod (floor --patch):
+//     the cost of calling any webhook that makes this change, which adds
+//     the apiserver's work of applying the patch and storing a larger pod;
 //   - none: selected by no webhook.
 //
 // Each round creates a warm-up burst and then the measured burst in each
 // namespace, the order rotating from round to round. Every pod must be
-// admitted, mutated in the webhook namespace and untouched in the others.
+// admitted, mutated in the webhook namespace, equal to the webhook's pods
+// (but for its name) in the patch-floor namespace and untouched in the
+// others.
 // Latencies (each create timed on its own) are reported per configuration,
 // all rounds pooled, with the ratios to "none", in $BENCH_E2E_REPORT
 // (default _output/bench/e2e-burst.md). Timing is reported, never asserted.
 func TestBurstBench(t *testing.T) {
 	const scope = "benchburst"
-	webhookNS, floorNS, noneNS := scope+"-webhook", scope+"-floor", scope+"-none"
+	webhookNS, floorNS, patchFloorNS, noneNS := scope+"-webhook", scope+"-floor", scope+"-patchfloor", scope+"-none"
 	in := newInstance(t, scope, instanceOptions{
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: webhookNS}}},
 	})
 	ctx := t.Context()
-	floorName, floorPID := benchStartFloor(t, scope+"-floor", floorNS)
 	ensureNamespace(t, noneNS, nil)
+	floorName, floorPID := benchStartFloor(t, scope+"-floor", floorNS, "")
+	patchFloorName, patchFloorPID := benchStartFloor(t, scope+"-patchfloor", patchFloorNS, benchSeedPatch(t, noneNS, webhookNS))
+	// The patch-floor's pods must come out as the webhook's do.
+	var webhookPod map[string]any
+	samePod := func(p *corev1.Pod) []string {
+		if probs := seedProblems(p, corev1.StorageMediumMemory); len(probs) > 0 {
+			return probs
+		}
+		if d := cmp.Diff(webhookPod, benchComparable(p)); d != "" {
+			return []string{"differs from the webhook's pod (-webhook +patch-floor):\n" + d}
+		}
+		return nil
+	}
 	// CPU time of the processes involved, per create: it does not depend
 	// on what else the machine runs, unlike the latencies.
 	host, err := url.Parse(suite.cp.Config.Host)
@@ -60,6 +82,7 @@ func TestBurstBench(t *testing.T) {
 	}
 	apiserverPID := benchFindPID(t, filepath.Join(suite.root, "bin", "kube-apiserver"), "--secure-port="+host.Port())
 	webhookPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(in.webhook.Port))
+	webhookPod = benchComparable(createPod(t, sandboxPod(webhookNS, "reference")))
 
 	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
 	const handlerMetric = "sandbox_webhook_admission_duration_seconds"
@@ -71,6 +94,7 @@ func TestBurstBench(t *testing.T) {
 	configs := []config{
 		{"webhook", webhookNS, in.mwc.Webhooks[0].Name, func(p *corev1.Pod) []string { return seedProblems(p, corev1.StorageMediumMemory) }},
 		{"floor", floorNS, floorName, untouchedProblems},
+		{"patch-floor", patchFloorNS, patchFloorName, samePod},
 		{"none", noneNS, "", untouchedProblems},
 	}
 
@@ -79,7 +103,9 @@ func TestBurstBench(t *testing.T) {
 		"kube-apiserver %s and etcd on loopback, the webhook and the floor each a local process, client-go in the test "+
 		"(race detector %v), %d CPUs, GOMAXPROCS=%d, %s. Every create of a burst starts at once and is timed on its own; "+
 		"each measured burst follows a warm-up burst of the same size in the same namespace; rounds rotate the order. "+
-		"*floor* is a webhook that answers every review \"allowed\" with no patch (cmd/loadgen/floor); *none* is no webhook.\n",
+		"*floor* is a webhook that answers every review \"allowed\" with no patch (cmd/loadgen/floor); "+
+		"*patch-floor* is the same server answering with the patch sandbox-webhook makes of the burst's pod (floor --patch), "+
+		"so that webhook / patch-floor is what this webhook's own work adds; *none* is no webhook.\n",
 		harness.KubeVersion, raceEnabled, runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
 
 	for _, b := range benchBursts {
@@ -88,7 +114,7 @@ func TestBurstBench(t *testing.T) {
 		callSum, callN := map[string]float64{}, map[string]float64{}
 		var handlerSum, handlerN float64
 		apiCPU, ownCPU := map[string]time.Duration{}, map[string]time.Duration{}
-		ownPID := map[string]int{"webhook": webhookPID, "floor": floorPID}
+		ownPID := map[string]int{"webhook": webhookPID, "floor": floorPID, "patch-floor": patchFloorPID}
 		for round := range b.rounds {
 			for i := range configs {
 				c := configs[(i+round)%len(configs)]
@@ -142,8 +168,12 @@ func TestBurstBench(t *testing.T) {
 				len(l), errs[c.name], benchMS(quantile(l, .5)), benchMS(quantile(l, .9)), benchMS(quantile(l, .99)), benchMS(quantile(l, 1)),
 				float64(apiCPU[c.name].Microseconds())/n, own, call)
 		}
-		fmt.Fprintf(&report, "\nwebhook p99 / floor p99: %s. The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
-			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)), handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric)
+		fmt.Fprintf(&report, "\nwebhook p99 / floor p99: %s; webhook p99 / patch-floor p99: %s; patch-floor p99 / none p99: %s. "+
+			"The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
+			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)),
+			benchRatio(quantile(lat["webhook"], .99), quantile(lat["patch-floor"], .99)),
+			benchRatio(quantile(lat["patch-floor"], .99), quantile(lat["none"], .99)),
+			handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric)
 
 		// Keep etcd small for the next size.
 		for _, c := range configs {
@@ -166,11 +196,67 @@ func TestBurstBench(t *testing.T) {
 	t.Logf("report written to %s", path)
 }
 
+// benchSeedPatch returns a file holding the JSONPatch sandbox-webhook makes
+// of the burst's pod (sandboxPod) in the namespace webhookNS under the
+// seed policy (examples/policies/memory, as the instance serves it): the
+// pod as the apiserver sends it for admission is that of a dry-run create
+// in noneNS, which no webhook selects, and the patch is mutate.Patch of
+// what mutate.Pod makes of it, as the webhook computes it.
+func benchSeedPatch(t *testing.T, noneNS, webhookNS string) string {
+	t.Helper()
+	ctx := t.Context()
+	pod, err := suite.cs.CoreV1().Pods(noneNS).Create(ctx, sandboxPod(noneNS, "patch-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the apiserver has not set yet when it calls a mutating webhook.
+	pod.Namespace = webhookNS
+	pod.UID, pod.ResourceVersion, pod.CreationTimestamp = "", "", metav1.Time{}
+	ns, err := suite.cs.CoreV1().Namespaces().Get(ctx, webhookNS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.Load(filepath.Join(suite.root, "examples/policies/memory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mutate.Pod(pod, mutate.Namespace{Name: ns.Name, Labels: ns.Labels}, set, mutate.Options{})
+	if !res.Changed {
+		t.Fatalf("the seed policy does not change the burst's pod in %s", webhookNS)
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := mutate.Patch(raw, pod, res.Pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "patch.json")
+	if err := os.WriteFile(path, patch, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// benchComparable is comparable without the pod's name, which differs
+// from burst to burst.
+func benchComparable(pod *corev1.Pod) map[string]any {
+	p := pod.DeepCopy()
+	p.Name = ""
+	return comparable(p)
+}
+
 // benchStartFloor builds and starts cmd/loadgen/floor with its own serving
-// certificate, points a webhook configuration (the chart's, scoped to ns)
-// at it, waits until the apiserver calls it and returns the webhook's name
-// and the floor's process id.
-func benchStartFloor(t *testing.T, release, ns string) (string, int) {
+// certificate (with --patch patchFile unless that is ""), points a webhook
+// configuration (the chart's, scoped to ns) at it, waits until the
+// apiserver calls it and returns the webhook's name and the floor's process
+// id.
+func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -194,7 +280,11 @@ func benchStartFloor(t *testing.T, release, ns string) (string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(floor, "--cert-dir", certs.Dir(), "--address", addr)
+	args := []string{"--cert-dir", certs.Dir(), "--address", addr}
+	if patchFile != "" {
+		args = append(args, "--patch", patchFile)
+	}
+	cmd := exec.Command(floor, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

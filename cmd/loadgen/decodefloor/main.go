@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/go-logr/logr"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -15,10 +16,12 @@ import (
 )
 
 func main() {
-	floorserver.Main("decodefloor", &cradmission.Webhook{
-		Handler: cradmission.HandlerFunc(func(context.Context, cradmission.Request) cradmission.Response {
-			return cradmission.Allowed("")
-		}),
-		LogConstructor: func(logr.Logger, *cradmission.Request) logr.Logger { return logr.Discard() },
+	floorserver.Main("decodefloor", nil, func() (http.Handler, error) {
+		return &cradmission.Webhook{
+			Handler: cradmission.HandlerFunc(func(context.Context, cradmission.Request) cradmission.Response {
+				return cradmission.Allowed("")
+			}),
+			LogConstructor: func(logr.Logger, *cradmission.Request) logr.Logger { return logr.Discard() },
+		}, nil
 	})
 }

@@ -7,26 +7,52 @@
 // beyond the standard library, so its CPU and memory are the cost of TLS and
 // HTTP alone. An API server accepts its answers: the floor of a webhook
 // call end to end.
+//
+// With --patch FILE the fixed answer also carries the JSONPatch in FILE
+// (a JSON array of operations, sent as is): the floor of a webhook that
+// changes the pod, which adds the API server's work of applying the patch.
+// e2e's TestBurstBench gives it the patch sandbox-webhook makes of the
+// burst's pod.
 package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/sandbox-webhook/sandbox-webhook/cmd/loadgen/internal/floorserver"
 )
 
 func main() {
-	floorserver.Main("floor", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
+	patchFile := fs.String("patch", "", "answer every review with this JSONPatch (a file holding a JSON array of operations)")
+	floorserver.Main("floor", fs, func() (http.Handler, error) {
+		tail := answerTail
+		if *patchFile != "" {
+			patch, err := os.ReadFile(*patchFile)
+			if err != nil {
+				return nil, err
+			}
+			if tail, err = patchTail(patch); err != nil {
+				return nil, fmt.Errorf("%s: %w", *patchFile, err)
+			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer(body))
-	}))
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer(body, tail))
+		}), nil
+	})
 }
 
 const (
@@ -34,8 +60,18 @@ const (
 	answerTail = `","allowed":true}}` + "\n"
 )
 
-// answer is the fixed answer for the review's uid.
-func answer(review []byte) []byte {
+// patchTail is the end of an answer that carries patch, which must be a
+// JSON array.
+func patchTail(patch []byte) (string, error) {
+	var ops []json.RawMessage
+	if err := json.Unmarshal(patch, &ops); err != nil || ops == nil {
+		return "", errors.New("want a JSONPatch: a JSON array of operations")
+	}
+	return `","allowed":true,"patchType":"JSONPatch","patch":"` + base64.StdEncoding.EncodeToString(patch) + `"}}` + "\n", nil
+}
+
+// answer is the fixed answer for the review's uid, ending with tail.
+func answer(review []byte, tail string) []byte {
 	uid := []byte(nil)
 	const key = `"uid":"`
 	if i := bytes.Index(review, []byte(key)); i >= 0 {
@@ -44,8 +80,8 @@ func answer(review []byte) []byte {
 			uid = rest[:j]
 		}
 	}
-	out := make([]byte, 0, len(answerHead)+len(uid)+len(answerTail))
+	out := make([]byte, 0, len(answerHead)+len(uid)+len(tail))
 	out = append(out, answerHead...)
 	out = append(out, uid...)
-	return append(out, answerTail...)
+	return append(out, tail...)
 }

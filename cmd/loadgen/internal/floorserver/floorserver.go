@@ -20,11 +20,16 @@ import (
 	"time"
 )
 
-// Main parses --cert-dir and --address, serves handler until SIGINT or
-// SIGTERM, and exits the process with 1 on an error. name prefixes messages.
-func Main(name string, handler http.Handler) {
+// Main parses --cert-dir and --address, and any flags the caller defined on
+// fs (nil: none), builds the handler with newHandler once they are parsed,
+// serves it until SIGINT or SIGTERM, and exits the process with 1 on an
+// error. name prefixes messages.
+func Main(name string, fs *flag.FlagSet, newHandler func() (http.Handler, error)) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, name, os.Args[1:], handler)
+	if fs == nil {
+		fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	}
+	err := run(ctx, name, fs, os.Args[1:], newHandler)
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -32,11 +37,14 @@ func Main(name string, handler http.Handler) {
 	}
 }
 
-func run(ctx context.Context, name string, args []string, handler http.Handler) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func run(ctx context.Context, name string, fs *flag.FlagSet, args []string, newHandler func() (http.Handler, error)) error {
 	certDir := fs.String("cert-dir", "", "directory with tls.crt and tls.key")
 	addr := fs.String("address", "127.0.0.1:0", "listen address")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	handler, err := newHandler()
+	if err != nil {
 		return err
 	}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(*certDir, "tls.crt"), filepath.Join(*certDir, "tls.key"))
