@@ -103,6 +103,11 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	if !ok {
 		return usageErrorf("--leak-mitigation must be on, off or policy, not %q", o.leakMitigation)
 	}
+	if o.mapCompare {
+		if err := mapRunnerMissing(); err != nil {
+			return err
+		}
+	}
 	extraLabels, err := parseLabels(o.namespaceLabels)
 	if err != nil {
 		return err

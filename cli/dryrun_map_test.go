@@ -1,3 +1,5 @@
+//go:build !nomap
+
 package cli
 
 import (
@@ -68,5 +70,14 @@ func TestDryRunMAPGaps(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestVersionFullBuild: the full build's version is the stamped version
+// alone; a -tags nomap build says so after it (dryrun_nomap_test.go).
+func TestVersionFullBuild(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "version")
+	if code != ExitOK || stdout != version+"\n" {
+		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version+"\n")
 	}
 }

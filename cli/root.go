@@ -11,7 +11,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is stamped at build time with -ldflags -X.
+// version is stamped at build time with -ldflags -X. The version command
+// prints it and, for a build with -tags nomap, buildNote.
 var version = "dev"
 
 // Exit codes, documented in the README.
@@ -96,7 +97,7 @@ func newVersionCommand(streams IOStreams) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(streams.Out, version)
+			_, err := fmt.Fprintln(streams.Out, version+buildNote)
 			return err
 		},
 	}
