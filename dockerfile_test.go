@@ -35,6 +35,7 @@ const (
 	nonroot      = "65532:65532"
 	binary       = "/sandbox-webhook"
 	mainPackage  = "./cmd/webhook"
+	serverTag    = "nomap" // the build tag that leaves dry-run --map out of the image's binary
 )
 
 // dockerfile parses the Dockerfile with BuildKit and returns its stages; parser warnings
@@ -174,8 +175,10 @@ func TestDockerfileStages(t *testing.T) {
 	}
 }
 
-// TestDockerfileBuildMatchesMakefile checks that the image is built exactly as `make build`
-// builds: same environment, flags, version variable and package (the output path aside).
+// TestDockerfileBuildMatchesMakefile checks that the image is built exactly as
+// `make build-server` builds: same environment, flags, build tags, version variable and
+// package (the output path aside); and that build-server is `make build` with the server's
+// build tags, which leave out dry-run --map.
 func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	_, stages := dockerfile(t)
 	var run string
@@ -200,41 +203,65 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{}
+	vars := map[string]string{"CURDIR": "."} // make's own
 	for _, m := range regexp.MustCompile(`(?m)^([A-Z_]+)\s*[:?]?=\s*(.*)$`).FindAllStringSubmatch(string(mk), -1) {
 		vars[m[1]] = strings.TrimSpace(m[2])
-	}
-	recipe := regexp.MustCompile(`(?m)^build:.*\n((?:\t.*\n)+)`).FindStringSubmatch(string(mk))
-	if recipe == nil {
-		t.Fatal("no build target in the Makefile")
-	}
-	makeCmd := strings.TrimSpace(recipe[1])
-	// Expand make's $(VAR) references (LDFLAGS holds $(VERSION)), then compare as shell words
-	// with VERSION set the same on both sides.
-	for range 3 {
-		makeCmd = regexp.MustCompile(`\$\(([A-Z_]+)\)`).ReplaceAllStringFunc(makeCmd, func(ref string) string {
-			name := ref[2 : len(ref)-1]
-			if name == "VERSION" {
-				return "${VERSION}"
-			}
-			return vars[name]
-		})
 	}
 	if !strings.Contains(vars["LDFLAGS"], "cli.version=$(VERSION)") {
 		t.Fatalf("Makefile LDFLAGS %q no longer stamps cli.version; update this test and the Dockerfile together", vars["LDFLAGS"])
 	}
-	want, got := shellWords(t, makeCmd), shellWords(t, run)
-	if !slices.Equal(want, got) {
-		t.Errorf("Dockerfile build differs from `make build` (output path aside):\nDockerfile %q\nMakefile   %q", got, want)
+	server, full := makeRecipe(t, mk, vars, "build-server"), makeRecipe(t, mk, vars, "build")
+
+	got := shellWords(t, run)
+	if !slices.Equal(server, got) {
+		t.Errorf("Dockerfile build differs from `make build-server` (output path aside):\nDockerfile %q\nMakefile   %q", got, server)
 	}
 	if !slices.Contains(got, mainPackage) {
 		t.Errorf("the build does not build %s", mainPackage)
 	}
+	i := slices.Index(got, "-tags")
+	if i < 0 || i+1 == len(got) || !slices.Contains(strings.Split(got[i+1], ","), serverTag) {
+		t.Errorf("the image's build %q does not set -tags %s: serve would carry the offline MAP runner", got, serverTag)
+	}
+	if i >= 0 && i+1 < len(got) {
+		if without := slices.Delete(slices.Clone(got), i, i+2); !slices.Equal(without, full) {
+			t.Errorf("`make build-server` is not `make build` plus -tags (output path aside):\nbuild-server %q\nbuild        %q", server, full)
+		}
+	}
+}
+
+// makeRecipe returns the one command of a Makefile target as shell words: make's
+// $(VAR) references expanded (LDFLAGS holds $(VERSION)), VERSION set as shellWords
+// sets it, the output path dropped.
+func makeRecipe(t *testing.T, mk []byte, vars map[string]string, target string) []string {
+	t.Helper()
+	recipe := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:.*\n((?:\t.*\n)+)`).FindStringSubmatch(string(mk))
+	if recipe == nil {
+		t.Fatalf("no %s target in the Makefile", target)
+	}
+	cmd := strings.TrimSpace(recipe[1])
+	if strings.Contains(cmd, "\n") {
+		t.Fatalf("the %s target has several commands:\n%s", target, cmd)
+	}
+	for range 3 {
+		cmd = regexp.MustCompile(`\$\(([A-Z_]+)\)`).ReplaceAllStringFunc(cmd, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			if name == "VERSION" {
+				return "${VERSION}"
+			}
+			v, ok := vars[name]
+			if !ok {
+				t.Errorf("the %s target uses $(%s), which the Makefile does not set", target, name)
+			}
+			return v
+		})
+	}
+	return shellWords(t, cmd)
 }
 
 // TestDockerfileContext checks every COPY source exists, is not excluded by .dockerignore,
-// and that the context keeps every file `go build ./cmd/webhook` reads while leaving out
-// the large directories.
+// and that the context keeps every file the image's `go build -tags nomap ./cmd/webhook`
+// reads while leaving out the large directories.
 func TestDockerfileContext(t *testing.T) {
 	_, stages := dockerfile(t)
 	f, err := os.Open(".dockerignore")
@@ -275,8 +302,9 @@ func TestDockerfileContext(t *testing.T) {
 		}
 	}
 
-	// Every Go and embedded file of every main-module package the binary is built from.
-	out, err := exec.Command("go", "list", "-deps", "-f",
+	// Every Go and embedded file of every main-module package the image's binary is built
+	// from, with its build tags.
+	out, err := exec.Command("go", "list", "-deps", "-tags", serverTag, "-f",
 		`{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}`,
 		mainPackage).Output()
 	if err != nil {
