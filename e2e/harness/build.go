@@ -12,9 +12,14 @@ import (
 	"syscall"
 )
 
+// ServerTags are the build tags of the container image's binary (make
+// build-server): it leaves out dry-run --map.
+const ServerTags = "nomap"
+
 // BuildWebhook builds cmd/webhook of the repository at root into
-// dir/sandbox-webhook and returns its path. No race detector: the binary under
-// test is the one users run.
+// dir/sandbox-webhook and returns its path. No race detector, and the
+// build tags of the container image: the binary under test is the one the
+// image ships (so dry-run --map, left out of it, cannot be run with it).
 //
 // Builds are serialized across processes with a lock file under
 // root/_output: test packages that run at once then compile the binary's
@@ -26,11 +31,11 @@ func BuildWebhook(ctx context.Context, root, dir string) (string, error) {
 	}
 	defer unlock()
 	out := filepath.Join(dir, "sandbox-webhook")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/webhook")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", ServerTags, "-o", out, "./cmd/webhook")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/webhook: %w\n%s", err, b)
+		return "", fmt.Errorf("go build -tags %s ./cmd/webhook: %w\n%s", ServerTags, err, b)
 	}
 	return out, nil
 }
