@@ -50,7 +50,7 @@ bench: build-server tools ## Run the benchmarks (core vs floor, server load, sta
 	go run ./cmd/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
 	@echo "[bench] 2/3 cmd/loadgen: the serve process and the floor under load, and start-up"
 	go run ./cmd/loadgen --binary $(BIN)/sandbox-webhook-server --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
-	@echo "[bench] 3/3 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhook and none"
+	@echo "[bench] 3/3 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
 	BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m ./e2e/
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
