@@ -171,15 +171,11 @@ func goldenSet(t *testing.T, name string) (*policy.Set, mutate.Options) {
 		if s.Name != name {
 			continue
 		}
-		var paths []string
-		for _, p := range s.Policies {
-			paths = append(paths, golden.Path(p))
-		}
 		lm, ok := mutate.ParseLeakMitigation(s.LeakMitigation)
 		if !ok {
 			t.Fatalf("leak mitigation %q", s.LeakMitigation)
 		}
-		return loadSet(t, paths...), mutate.Options{LeakMitigation: lm}
+		return golden.Policies(t, s.Policies...), mutate.Options{LeakMitigation: lm}
 	}
 	t.Fatalf("no corpus set %s", name)
 	return nil, mutate.Options{}

@@ -25,15 +25,11 @@ func TestGoldenCorpus(t *testing.T) {
 		t.Run(c.Set.Name+"/"+c.Name, func(t *testing.T) {
 			f := fixtures[c.Set.Name]
 			if f == nil {
-				paths := make([]string, len(c.Set.Policies))
-				for i, p := range c.Set.Policies {
-					paths[i] = golden.Path(p)
-				}
 				lm, ok := mutate.ParseLeakMitigation(c.Set.LeakMitigation)
 				if !ok {
 					t.Fatalf("leak mitigation %q", c.Set.LeakMitigation)
 				}
-				f = newFixture(t, loadSet(t, paths...), mutate.Options{LeakMitigation: lm})
+				f = newFixture(t, golden.Policies(t, c.Set.Policies...), mutate.Options{LeakMitigation: lm})
 				f.ns = nsLabels
 				fixtures[c.Set.Name] = f
 			}

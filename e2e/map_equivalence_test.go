@@ -67,14 +67,7 @@ func installMAP(t *testing.T, exported []mapexport.Exported, scope string, probe
 // override it runs under.
 func loadSet(t *testing.T, set golden.Set) (*policy.Set, mutate.LeakMitigation) {
 	t.Helper()
-	var paths []string
-	for _, p := range set.Policies {
-		paths = append(paths, golden.Path(p))
-	}
-	ps, err := policy.Load(paths...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := golden.Policies(t, set.Policies...)
 	lm, ok := mutate.ParseLeakMitigation(set.LeakMitigation)
 	if !ok {
 		t.Fatalf("leak mitigation %q", set.LeakMitigation)

@@ -13,21 +13,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
-
-func load(t testing.TB, paths ...string) *policy.Set {
-	t.Helper()
-	abs := make([]string, len(paths))
-	for i, p := range paths {
-		abs[i] = golden.Path(p)
-	}
-	set, err := policy.Load(abs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
 
 // TestExportGolden: the exported objects of the example policies, as
 // export-map writes them. REFRESH_GOLDEN=true rewrites the files.
@@ -35,7 +21,7 @@ func TestExportGolden(t *testing.T) {
 	for _, mode := range []string{"memory", "disk"} {
 		t.Run(mode, func(t *testing.T) {
 			src := "examples/policies/" + mode
-			exported, gaps, err := Export(load(t, src), Options{})
+			exported, gaps, err := Export(golden.Policies(t, src), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +41,7 @@ func TestExportGolden(t *testing.T) {
 // quietly change it: CREATE of pods only, kube-system and the excluded
 // namespaces never, Fail, IfNeeded, the policy's selectors as selectors.
 func TestExportShape(t *testing.T) {
-	exported, _, err := Export(load(t, "examples/policies/memory"), Options{ExcludeNamespaces: []string{"sandbox-webhook"}})
+	exported, _, err := Export(golden.Policies(t, "examples/policies/memory"), Options{ExcludeNamespaces: []string{"sandbox-webhook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +92,7 @@ func TestGaps(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			exported, gaps, err := Export(load(t, c.paths...), c.opts)
+			exported, gaps, err := Export(golden.Policies(t, c.paths...), c.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

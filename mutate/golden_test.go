@@ -22,14 +22,7 @@ type corpusRun struct {
 
 func setup(t *testing.T, c golden.Case, pod *corev1.Pod) corpusRun {
 	t.Helper()
-	var paths []string
-	for _, p := range c.Set.Policies {
-		paths = append(paths, golden.Path(p))
-	}
-	set, err := policy.Load(paths...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := golden.Policies(t, c.Set.Policies...)
 	lm, ok := mutate.ParseLeakMitigation(c.Set.LeakMitigation)
 	if !ok {
 		t.Fatalf("bad leak-mitigation %q", c.Set.LeakMitigation)

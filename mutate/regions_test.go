@@ -60,14 +60,7 @@ func TestRegions(t *testing.T) {
 	for _, c := range cases {
 		set := sets[c.set.Name]
 		if set == nil {
-			var paths []string
-			for _, p := range c.set.Policies {
-				paths = append(paths, golden.Path(p))
-			}
-			var err error
-			if set, err = policy.Load(paths...); err != nil {
-				t.Fatal(err)
-			}
+			set = golden.Policies(t, c.set.Policies...)
 			sets[c.set.Name] = set
 		}
 		lm, _ := ParseLeakMitigation(c.set.LeakMitigation)

@@ -20,6 +20,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // Set is a named set of policies the corpus runs under.
@@ -66,6 +68,21 @@ func Root() string {
 
 // Path returns a repository-relative path as an absolute one.
 func Path(rel string) string { return filepath.Join(Root(), rel) }
+
+// Policies loads the policy files and directories at the repository-relative
+// paths rel, failing t if they do not load.
+func Policies(t testing.TB, rel ...string) *policy.Set {
+	t.Helper()
+	abs := make([]string, len(rel))
+	for i, p := range rel {
+		abs[i] = Path(p)
+	}
+	set, err := policy.Load(abs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
 
 // Cases returns every corpus case, in a stable order.
 func Cases(t testing.TB) []Case {

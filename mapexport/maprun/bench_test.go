@@ -16,7 +16,7 @@ import (
 func BenchmarkRun(b *testing.B) {
 	for _, mode := range []string{"memory", "disk"} {
 		b.Run(mode, func(b *testing.B) {
-			exported, _, err := mapexport.Export(load(b, "examples/policies/"+mode), mapexport.Options{})
+			exported, _, err := mapexport.Export(golden.Policies(b, "examples/policies/"+mode), mapexport.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,21 +17,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
-
-func load(t testing.TB, paths ...string) *policy.Set {
-	t.Helper()
-	abs := make([]string, len(paths))
-	for i, p := range paths {
-		abs[i] = golden.Path(p)
-	}
-	set, err := policy.Load(abs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
 
 // canonical returns pod as the apiserver hands it to admission: decoded and
 // re-encoded, so quantities are in canonical form.
@@ -126,7 +112,7 @@ func TestOfflineEquivalence(t *testing.T) {
 	pods := offlinePods(t)
 	for _, set := range offlineSets() {
 		t.Run(set.Name, func(t *testing.T) {
-			ps := load(t, set.Policies...)
+			ps := golden.Policies(t, set.Policies...)
 			lm, _ := mutate.ParseLeakMitigation(set.LeakMitigation)
 			exported, gaps, err := mapexport.Export(ps, mapexport.Options{LeakMitigation: lm})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -23,7 +24,7 @@ import (
 func TestLargePod(t *testing.T) {
 	for _, src := range []string{"examples/policies/disk", "mapexport/testdata/policies/tmpfs"} {
 		const n = 100
-		set := load(t, src)
+		set := golden.Policies(t, src)
 		exported, _, _ := mapexport.Export(set, mapexport.Options{})
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "sandboxes", Labels: map[string]string{"app": "sandbox"}}}
 		always := corev1.ContainerRestartPolicyAlways

@@ -20,7 +20,7 @@ import (
 func TestReinvocation(t *testing.T) {
 	for _, mode := range []string{"memory", "disk"} {
 		t.Run(mode, func(t *testing.T) {
-			set := load(t, "examples/policies/"+mode)
+			set := golden.Policies(t, "examples/policies/"+mode)
 			exported, _, err := mapexport.Export(set, mapexport.Options{})
 			if err != nil {
 				t.Fatal(err)
