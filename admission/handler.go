@@ -103,7 +103,7 @@ func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
 	alog := log.WithName("admission")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil {
-			hook.ServeHTTP(w, r)
+			h.rejectBody(w, alog, "", errors.New("request body is empty"))
 			return
 		}
 		body, err := readBody(r)
@@ -122,17 +122,18 @@ func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
 // the check of the review's type.
 func (h *Handler) serveGeneral(w http.ResponseWriter, r *http.Request, hook *cradmission.Webhook, log logr.Logger, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	uid, decodable, err := checkReviewType(body)
-	if err != nil {
-		h.metrics.ObserveRequest(OutcomeError, 0)
-		log.Error(err, "Rejected a request that is not an AdmissionReview")
-		writeErrored(w, uid, err)
+	// controller-runtime answers an empty or undecodable body, or another
+	// content type, with a review without apiVersion and kind, which the
+	// API server cannot parse: it fails the call and failurePolicy decides
+	// (Ignore would admit the pod). Those are answered here instead.
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		h.rejectBody(w, log, "", fmt.Errorf("content type %q, expected application/json", truncateString(ct, 64)))
 		return
 	}
-	if !decodable {
-		// controller-runtime answers with the decoding error; the
-		// handler never sees the request, so it is counted here.
-		h.metrics.ObserveRequest(OutcomeError, 0)
+	uid, err := checkReviewType(body)
+	if err != nil {
+		h.rejectBody(w, log, uid, err)
+		return
 	}
 	hook.ServeHTTP(w, r)
 }
@@ -177,10 +178,21 @@ func readBody(r *http.Request) ([]byte, error) {
 	return io.ReadAll(r.Body)
 }
 
-// checkReviewType returns an error unless body is an admission.k8s.io/v1 or
-// v1beta1 AdmissionReview. Malformed JSON (decodable false) is left to the
-// decoder, which says what is wrong with it.
-func checkReviewType(body []byte) (uid types.UID, decodable bool, err error) {
+// rejectBody answers a body that is no AdmissionReview the handler can read
+// with an errored review; the handler never sees it, so it is counted here.
+func (h *Handler) rejectBody(w http.ResponseWriter, log logr.Logger, uid types.UID, err error) {
+	h.metrics.ObserveRequest(OutcomeError, 0)
+	log.Error(err, "Rejected a request that is not an AdmissionReview")
+	writeErrored(w, uid, err)
+}
+
+// checkReviewType returns an error unless body is JSON of an
+// admission.k8s.io/v1 or v1beta1 AdmissionReview, with the review's UID when
+// it has one.
+func checkReviewType(body []byte) (uid types.UID, err error) {
+	if len(body) == 0 {
+		return "", errors.New("request body is empty")
+	}
 	var head struct {
 		metav1.TypeMeta
 		Request *struct {
@@ -188,17 +200,17 @@ func checkReviewType(body []byte) (uid types.UID, decodable bool, err error) {
 		} `json:"request"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
-		return "", false, nil
+		return "", fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
 	if head.Request != nil {
 		uid = head.Request.UID
 	}
 	if head.Kind != "AdmissionReview" ||
 		(head.APIVersion != admissionv1.SchemeGroupVersion.String() && head.APIVersion != "admission.k8s.io/v1beta1") {
-		return uid, true, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
+		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
 			truncateString(head.APIVersion, 64), truncateString(head.Kind, 64))
 	}
-	return uid, true, nil
+	return uid, nil
 }
 
 func writeErrored(w http.ResponseWriter, uid types.UID, err error) {

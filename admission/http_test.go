@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -15,7 +17,9 @@ import (
 )
 
 // TestBadReviews posts malformed AdmissionReviews through controller-runtime's
-// webhook, as the server does: each gets an errored AdmissionReview answer,
+// webhook, as the server does: each gets an errored AdmissionReview answer
+// with its apiVersion and kind (without them the API server cannot parse the
+// answer and fails the call, so failurePolicy Ignore would admit the pod),
 // never a panic or a non-review body.
 func TestBadReviews(t *testing.T) {
 	valid := string(reviewBody(t, newRequest(admissionv1.Create, "sandboxes", podJSON(t, "basic"))))
@@ -43,11 +47,51 @@ func TestBadReviews(t *testing.T) {
 			if code != http.StatusOK || resp.Allowed || resp.Result == nil || resp.Result.Code != tc.code {
 				t.Fatalf("HTTP %d, response %+v; want an errored review with code %d", code, resp.Result, tc.code)
 			}
+			if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
+				t.Errorf("answered with apiVersion %q kind %q, want admission.k8s.io/v1 AdmissionReview", review.APIVersion, review.Kind)
+			}
 			if !strings.Contains(resp.Result.Message, tc.message) {
 				t.Errorf("message = %q, want it to contain %q", resp.Result.Message, tc.message)
 			}
 			if len(resp.Patch) != 0 {
 				t.Errorf("an errored answer carries a patch")
+			}
+			if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeError))); got != 1 {
+				t.Errorf("counted %v errors, want 1", got)
+			}
+		})
+	}
+}
+
+// TestBadRequestsAreAnsweredAsReviews: a body of another content type, or no
+// body, gets an errored AdmissionReview the API server can parse too.
+func TestBadRequestsAreAnsweredAsReviews(t *testing.T) {
+	valid := reviewBody(t, newRequest(admissionv1.Create, "sandboxes", podJSON(t, "basic")))
+	for _, tc := range []struct {
+		name, contentType, message string
+		body                       []byte
+	}{
+		{"another content type", "application/yaml", `content type "application/yaml"`, valid},
+		{"no content type", "", `content type ""`, valid},
+		{"empty body", "application/json", "request body is empty", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, memoryPolicies(t), mutate.Options{})
+			r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(tc.body))
+			r.Header.Set("Content-Type", tc.contentType)
+			w := httptest.NewRecorder()
+			f.http.ServeHTTP(w, r)
+			var review admissionv1.AdmissionReview
+			if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil {
+				t.Fatalf("the answer is not an AdmissionReview with a response (%v):\n%s", err, w.Body.String())
+			}
+			if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
+				t.Errorf("answered with apiVersion %q kind %q, want admission.k8s.io/v1 AdmissionReview", review.APIVersion, review.Kind)
+			}
+			resp := review.Response
+			if w.Code != http.StatusOK || resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusBadRequest ||
+				!strings.Contains(resp.Result.Message, tc.message) {
+				t.Errorf("HTTP %d, response %+v; want an errored review with code 400 saying %q", w.Code, resp.Result, tc.message)
 			}
 			if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeError))); got != 1 {
 				t.Errorf("counted %v errors, want 1", got)
