@@ -170,6 +170,14 @@ func TestDefaultObjects(t *testing.T) {
 	if v := volumes["tls"].Secret; v == nil || v.SecretName != fullname+"-tls" {
 		t.Errorf("tls volume = %+v, want the Certificate's Secret", volumes["tls"])
 	}
+	// tls.key is readable by the server's group only: 0440 with fsGroup, whose
+	// group the kubelet gives the files (0400 would leave them root's).
+	if v := volumes["tls"].Secret; v == nil || v.DefaultMode == nil || *v.DefaultMode != 0o440 {
+		t.Errorf("tls volume = %+v, want defaultMode 0440 (the default 0644 lets every user in the container read tls.key)", volumes["tls"])
+	}
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.FSGroup == nil || sc.RunAsGroup == nil || *sc.FSGroup != *sc.RunAsGroup {
+		t.Errorf("pod securityContext = %+v, want fsGroup equal to runAsGroup so the server can read its 0440 key", sc)
+	}
 
 	sa := one[*corev1.ServiceAccount](t, r)
 	if pod.Spec.ServiceAccountName != sa.Name {
@@ -463,6 +471,15 @@ certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}`,
 			}
 		},
 	}, {
+		name:   "empty objectSelector when explicitly allowed",
+		values: `webhook: {objectSelector: {matchLabels: null}, allowEmptyObjectSelector: true}`,
+		check: func(t *testing.T, r *rendered) {
+			wh := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r).Webhooks[0]
+			if !equalJSON(t, wh.ObjectSelector, &metav1.LabelSelector{}) {
+				t.Errorf("objectSelector = %+v, want the empty selector", wh.ObjectSelector)
+			}
+		},
+	}, {
 		name: "selectors, matchConditions and excluded namespaces",
 		values: `
 webhook:
@@ -643,6 +660,14 @@ func TestContradictoryValuesFail(t *testing.T) {
 		name:   "grace period shorter than the drain",
 		values: `{terminationGracePeriodSeconds: 10, server: {shutdownDelaySeconds: 5}, webhook: {timeoutSeconds: 5}}`,
 		want:   "terminationGracePeriodSeconds=10 is shorter than the server's shutdown (server.shutdownDelaySeconds + webhook.timeoutSeconds + 5s = 15s): the kubelet would kill it while it still answers admissions",
+	}, {
+		name:   "empty objectSelector",
+		values: `{webhook: {objectSelector: {matchLabels: null}}}`,
+		want:   "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean",
+	}, {
+		name:   "objectSelector with only an empty matchExpressions",
+		values: `{webhook: {objectSelector: {matchLabels: null, matchExpressions: []}}}`,
+		want:   "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean",
 	}, {
 		name:   "PDB that blocks every eviction",
 		values: `{replicaCount: 1}`,

@@ -44,7 +44,8 @@ type ConfigOptions struct {
 	// NamespaceSelector is webhook.namespaceSelector; nil keeps the default.
 	NamespaceSelector *metav1.LabelSelector
 	// ObjectSelector is webhook.objectSelector; nil keeps the default
-	// (app=sandbox), an empty selector sends every pod.
+	// (app=sandbox), an empty selector sends every pod (and sets
+	// webhook.allowEmptyObjectSelector).
 	ObjectSelector *metav1.LabelSelector
 	// Values are further chart values, merged last.
 	Values map[string]any
@@ -76,6 +77,10 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 			return nil, err
 		}
 		webhook["objectSelector"] = m
+		if len(o.ObjectSelector.MatchLabels) == 0 && len(o.ObjectSelector.MatchExpressions) == 0 {
+			// The chart refuses an empty selector unless told so.
+			webhook["allowEmptyObjectSelector"] = true
+		}
 	}
 	vals := map[string]any{
 		"webhook": webhook,
