@@ -126,11 +126,25 @@ func (s *server) recordCertificate(get func(*tls.ClientHelloInfo) (*tls.Certific
 // tlsConfig is the server's own part of the webhook's TLS configuration.
 func (s *server) tlsConfig(c *tls.Config) {
 	c.MinVersion = s.opts.TLSMinVersion
+	// TLS 1.2 only with forward-secret AEAD suites (TLS 1.3 has no others);
+	// Go would otherwise also accept the CBC ones.
+	c.CipherSuites = tls12CipherSuites
 	// HTTP/1.1 only: the API server calls webhooks over HTTP/1.1, HTTP/2
 	// adds attack surface (CVE-2023-44487), and a shutting-down HTTP/1.1
 	// server can tell each client to reconnect with "Connection: close".
 	c.NextProtos = []string{"http/1.1"}
 	c.GetCertificate = s.getCert
+}
+
+// tls12CipherSuites are the TLS 1.2 suites the webhook accepts: ECDHE with
+// AES-GCM or ChaCha20-Poly1305, what the API server's Go client offers first.
+var tls12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 func (s *server) run(ctx context.Context) error {

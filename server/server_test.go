@@ -89,6 +89,19 @@ func TestTLSMinVersion(t *testing.T) {
 			if (err == nil) != tc.tls12Fine {
 				t.Errorf("TLS 1.2 client: err = %v", err)
 			}
+			// TLS 1.2 only with AEAD suites: a client offering nothing but
+			// CBC suites finds none in common.
+			cbc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				RootCAs: e.ca.pool, MaxVersion: tls.VersionTLS12,
+				CipherSuites: []uint16{
+					tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+					tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+					tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+				},
+			}}}
+			if _, err := e.admit(cbc, reviewFor(t, "z", "sandboxes", sandboxPod)); err == nil {
+				t.Errorf("a TLS 1.2 client with only CBC cipher suites was answered")
+			}
 			// HTTP/2 is off: even a client that offers it speaks HTTP/1.1.
 			h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool}, ForceAttemptHTTP2: true}}
 			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPod)))
