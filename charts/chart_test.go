@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,7 @@ func TestDefaultObjects(t *testing.T) {
 		"Certificate/sandbox-webhook",
 		"Issuer/sandbox-webhook",
 		"PodDisruptionBudget/sandbox-webhook",
+		"NetworkPolicy/sandbox-webhook",
 	}
 	if got := kinds(r); !sameSet(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -274,6 +276,24 @@ func TestDefaultObjects(t *testing.T) {
 		t.Errorf("the objectSelector selects the webhook's own pods")
 	}
 
+	// Ingress to the webhook pods: the webhook port from anywhere (the API
+	// server's address depends on the cluster), metrics from pods only,
+	// nothing else.
+	np := one[*networkingv1.NetworkPolicy](t, r)
+	if !selects(&np.Spec.PodSelector, pod.Labels) || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("NetworkPolicy selects %v for %v, want the webhook pods' ingress", np.Spec.PodSelector, np.Spec.PolicyTypes)
+	}
+	tcp := corev1.ProtocolTCP
+	wantIngress := []networkingv1.NetworkPolicyIngressRule{{
+		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromString("webhook")), Protocol: &tcp}},
+	}, {
+		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromString("metrics")), Protocol: &tcp}},
+		From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
+	}}
+	if !equalJSON(t, np.Spec.Ingress, wantIngress) {
+		t.Errorf("NetworkPolicy ingress = %+v", np.Spec.Ingress)
+	}
+
 	cert := one[*cmv1.Certificate](t, r)
 	wantDNS := []string{fullname + "." + namespace + ".svc", fullname + "." + namespace + ".svc.cluster.local"}
 	if !slices.Equal(cert.Spec.DNSNames, wantDNS) {
@@ -468,6 +488,33 @@ certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}`,
 			def := mustRender(t, "")
 			if !equalJSON(t, one[*appsv1.Deployment](t, r).Spec, one[*appsv1.Deployment](t, def).Spec) {
 				t.Errorf("the Deployment changed with a policy edit; policies are hot-reloaded")
+			}
+		},
+	}, {
+		name: "NetworkPolicy for the API server's addresses",
+		values: `
+networkPolicy:
+  webhookFrom: [{ipBlock: {cidr: 10.0.0.0/24}}]
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]`,
+		check: func(t *testing.T, r *rendered) {
+			np := one[*networkingv1.NetworkPolicy](t, r)
+			if len(np.Spec.Ingress) != 2 {
+				t.Fatalf("NetworkPolicy ingress = %+v", np.Spec.Ingress)
+			}
+			if !equalJSON(t, np.Spec.Ingress[0].From, []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/24"}}}) {
+				t.Errorf("webhook port from %+v", np.Spec.Ingress[0].From)
+			}
+			if !equalJSON(t, np.Spec.Ingress[1].From, []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}}) {
+				t.Errorf("metrics port from %+v", np.Spec.Ingress[1].From)
+			}
+		},
+	}, {
+		name:   "NetworkPolicy off",
+		values: `networkPolicy: {enabled: false}`,
+		check: func(t *testing.T, r *rendered) {
+			if n := len(all[*networkingv1.NetworkPolicy](r)); n != 0 {
+				t.Errorf("%d NetworkPolicies rendered with networkPolicy.enabled=false", n)
 			}
 		},
 	}, {

@@ -512,6 +512,7 @@ func (r *chartRelease) checkObjects(t *testing.T, mode string) {
 		"ConfigMap " + ns + "/" + f + "-policies",
 		"Deployment " + ns + "/" + f,
 		"MutatingWebhookConfiguration " + f,
+		"NetworkPolicy " + ns + "/" + f,
 		"PodDisruptionBudget " + ns + "/" + f,
 		"Service " + ns + "/" + f,
 		"ServiceAccount " + ns + "/" + f,
