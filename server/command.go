@@ -62,6 +62,8 @@ type flagValues struct {
 	excludeNamespaces  []string
 	tlsMinVersion      string
 	maxRequestBytes    string
+	maxBufferedBytes   string
+	maxInFlight        int
 	logLevel           string
 	readTimeout        time.Duration
 	writeTimeout       time.Duration
@@ -155,6 +157,8 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.StringSliceVar(&v.excludeNamespaces, "exclude-namespace", nil, "namespace whose pods are never mutated; repeatable; default: $POD_NAMESPACE when set (kube-system is always excluded)")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
+	fs.StringVar(&v.maxBufferedBytes, "max-buffered-bytes", "32Mi", "request body bytes held at once, counted before reading; bodies over 64Ki share 3/4 of it; no room within 2s: HTTP 503")
+	fs.IntVar(&v.maxInFlight, "max-in-flight", 256, "requests read or answered at once; no room within 2s: HTTP 503")
 	fs.StringVar(&v.logLevel, "log-level", "info", "info, or debug for a line per admission decision; JSON on stderr")
 	fs.DurationVar(&v.readTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
 	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
@@ -203,6 +207,16 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	if o.MaxRequestBytes <= 0 {
 		return o, fmt.Errorf("--max-request-bytes %q: must be positive", v.maxRequestBytes)
 	}
+	if v.maxBufferedBytes != "" {
+		if q, err = resource.ParseQuantity(v.maxBufferedBytes); err != nil || q.Value() <= 0 {
+			return o, fmt.Errorf("--max-buffered-bytes %q: must be a positive number of bytes or a quantity such as 32Mi", v.maxBufferedBytes)
+		}
+		o.MaxBufferedBytes = q.Value()
+	}
+	if v.maxInFlight < 0 {
+		return o, fmt.Errorf("--max-in-flight %d: must be positive", v.maxInFlight)
+	}
+	o.MaxInFlight = v.maxInFlight
 	if !fs.Changed("exclude-namespace") {
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			o.ExcludeNamespaces = []string{ns}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +12,13 @@ import (
 )
 
 // guard wraps the admission webhook with what controller-runtime's server
-// does not do per request: read and write deadlines, the request body limit
+// does not do per request: the write deadline, the request body limit
 // (--max-request-bytes, answered with 413 before controller-runtime's own
-// 7 MiB limit can apply), a 503 while the first configuration or the
-// namespace cache is missing, and "Connection: close" once shutdown began,
-// so that the API server moves its keep-alive connections elsewhere.
+// 7 MiB limit can apply), room for the body in the request budget before it
+// is read (503 when there is none within budgetWait) and a read deadline
+// sized to the body, a 503 while the first configuration or the namespace
+// cache is missing, and "Connection: close" once shutdown began, so that the
+// API server moves its keep-alive connections elsewhere.
 //
 // The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
 // server treats them as a failed call, and the webhook's failurePolicy
@@ -24,9 +27,6 @@ func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
-		if d := s.opts.ReadTimeout; d > 0 {
-			_ = rc.SetReadDeadline(start.Add(d))
-		}
 		if d := s.opts.WriteTimeout; d > 0 {
 			_ = rc.SetWriteDeadline(start.Add(d))
 		}
@@ -43,6 +43,21 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.tooLarge(w, start, fmt.Sprintf("%d bytes", r.ContentLength))
 			return
 		}
+		// Room for the body before a byte of it is read: its announced
+		// length, or the limit when it has none (chunked).
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		wait, cancel := context.WithTimeout(r.Context(), budgetWait)
+		release, err := s.budget.acquire(wait, n)
+		cancel()
+		if err != nil {
+			s.busy(w, start, n)
+			return
+		}
+		defer release()
+		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime(n, s.opts.ReadTimeout)))
 		body, err := readBody(w, r, limit)
 		if err != nil {
 			var tooBig *http.MaxBytesError
@@ -72,6 +87,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return buf, nil
 	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// busy answers a request that found no room in the budget. The API server
+// treats the 503 as a failed call (failurePolicy decides); the connection is
+// closed, as its unread body would be in the way.
+func (s *server) busy(w http.ResponseWriter, start time.Time, n int64) {
+	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+	s.metrics.budgetRefusals.Inc()
+	// At debug level only: under a flood this line would be one per request.
+	s.log.V(1).Info("Refused a request: the server holds as many request bodies as it may", "size", n,
+		"maxBufferedBytes", s.opts.MaxBufferedBytes, "maxInFlight", s.opts.MaxInFlight)
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("sandbox-webhook is busy: no room for a request body of %d bytes within %s (--max-buffered-bytes %d, --max-in-flight %d)",
+		n, budgetWait, s.opts.MaxBufferedBytes, s.opts.MaxInFlight), http.StatusServiceUnavailable)
 }
 
 func (s *server) tooLarge(w http.ResponseWriter, start time.Time, size string) {

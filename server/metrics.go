@@ -27,6 +27,7 @@ type serverMetrics struct {
 	setInfo         *prometheus.GaugeVec
 	leakMode        *prometheus.GaugeVec
 	certNotAfter    prometheus.Gauge
+	budgetRefusals  prometheus.Counter
 
 	mu       sync.Mutex
 	notAfter time.Time
@@ -62,8 +63,12 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Name: "sandbox_webhook_certificate_not_after_timestamp_seconds",
 			Help: "Unix time at which the serving certificate expires.",
 		}),
+		budgetRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sandbox_webhook_busy_refusals_total",
+			Help: "Requests answered HTTP 503 because --max-buffered-bytes or --max-in-flight left no room for them.",
+		}),
 	}
-	reg.MustRegister(m.reloads, m.reloadErrors, m.lastSuccess, m.lastSuccessTime, m.setInfo, m.leakMode, m.certNotAfter)
+	reg.MustRegister(m.reloads, m.reloadErrors, m.lastSuccess, m.lastSuccessTime, m.setInfo, m.leakMode, m.certNotAfter, m.budgetRefusals)
 	for _, s := range []string{sourcePolicies, sourceLeakMitigation} {
 		m.reloads.WithLabelValues(s)
 		m.reloadErrors.WithLabelValues(s)

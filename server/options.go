@@ -59,6 +59,12 @@ type Options struct {
 	// MaxRequestBytes limits the AdmissionReview body; larger requests get
 	// HTTP 413.
 	MaxRequestBytes int64
+	// MaxBufferedBytes bounds the request body bytes held at once and
+	// MaxInFlight the requests read or answered at once (see
+	// requestBudget); a request that finds no room within budgetWait gets
+	// HTTP 503.
+	MaxBufferedBytes int64
+	MaxInFlight      int
 	// ReadTimeout bounds reading a request body, WriteTimeout the whole
 	// request from its start to the end of the response.
 	ReadTimeout, WriteTimeout time.Duration
@@ -136,6 +142,22 @@ func (o *Options) complete() error {
 	case o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxAdmissionBodyBytes:
 		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d, below controller-runtime's own admission limit",
 			o.MaxRequestBytes, maxAdmissionBodyBytes-1))
+	}
+	switch {
+	case o.MaxBufferedBytes == 0:
+		o.MaxBufferedBytes = 32 << 20
+	case o.MaxBufferedBytes < 0:
+		errs = append(errs, fmt.Errorf("--max-buffered-bytes %d: must be positive", o.MaxBufferedBytes))
+	}
+	if o.MaxRequestBytes > 0 && o.MaxBufferedBytes > 0 && largeShare(o.MaxBufferedBytes) < o.MaxRequestBytes {
+		errs = append(errs, fmt.Errorf("--max-buffered-bytes %d: bodies above 64Ki may use three quarters of it, %d bytes, less than --max-request-bytes %d; raise it to at least %d",
+			o.MaxBufferedBytes, largeShare(o.MaxBufferedBytes), o.MaxRequestBytes, (o.MaxRequestBytes*4+2)/3))
+	}
+	switch {
+	case o.MaxInFlight == 0:
+		o.MaxInFlight = 256
+	case o.MaxInFlight < 0:
+		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be positive", o.MaxInFlight))
 	}
 	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--read-timeout, --write-timeout and --shutdown-delay must not be negative"))

@@ -9,9 +9,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,8 @@ type server struct {
 	readyChecks map[string]healthz.Checker
 	runnables   map[string]Runnable
 	draining    atomic.Bool
+	// budget bounds the request bodies held at once.
+	budget *requestBudget
 	// after is time.After; tests end the shutdown delay themselves.
 	after func(time.Duration) <-chan time.Time
 }
@@ -69,6 +73,7 @@ func newServer(o *Options) (*server, error) {
 		registry:  prometheus.NewRegistry(),
 		runnables: map[string]Runnable{},
 		after:     time.After,
+		budget:    newRequestBudget(o.MaxBufferedBytes, o.MaxInFlight),
 	}
 	s.metrics = newServerMetrics(s.registry)
 	s.admission = admission.NewMetrics(s.registry)
@@ -151,11 +156,11 @@ func (s *server) run(ctx context.Context) error {
 	log := s.log
 	o := s.opts
 
-	s.webhook = webhook.NewServer(webhook.Options{
+	s.webhook = newWebhookServer(webhook.Options{
 		Host:    o.BindAddress,
 		Port:    o.Port,
 		TLSOpts: append([]func(*tls.Config){s.tlsConfig}, o.TLSOpts...),
-	})
+	}, httpErrorLog(log))
 	handler := admission.NewHandler(&s.config, s.lookup, s.admission)
 	s.webhook.Register(admission.Path, s.guard(handler.HTTPHandler(log)))
 
@@ -232,7 +237,8 @@ func (s *server) run(ctx context.Context) error {
 	whDone := make(chan error, 1)
 	go func() { whDone <- s.webhook.Start(whCtx) }()
 	log.Info("Serving admissions", "address", net.JoinHostPort(o.BindAddress, fmt.Sprint(o.Port)), "path", admission.Path,
-		"policies", o.PolicyPaths, "tlsMinVersion", tls.VersionName(o.TLSMinVersion), "maxRequestBytes", o.MaxRequestBytes)
+		"policies", o.PolicyPaths, "tlsMinVersion", tls.VersionName(o.TLSMinVersion), "maxRequestBytes", o.MaxRequestBytes,
+		"maxBufferedBytes", o.MaxBufferedBytes, "maxInFlight", o.MaxInFlight)
 
 	webhookStopped := func(err error) error {
 		whDone = nil
@@ -279,6 +285,20 @@ func (s *server) run(ctx context.Context) error {
 	wg.Wait()
 	log.Info("Stopped")
 	return runErr
+}
+
+// httpErrorLog passes the webhook http.Server's own errors (a failed TLS
+// handshake, a head over the limit) to the logger at debug level: under a
+// flood of bad connections they would be a line each.
+func httpErrorLog(l logr.Logger) *stdlog.Logger {
+	return stdlog.New(logWriter{l.WithName("http").V(1)}, "", 0)
+}
+
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 func metricsMux(reg *prometheus.Registry) *http.ServeMux {

@@ -230,6 +230,16 @@ func (w *Webhook) Running() bool {
 	}
 }
 
+// PID is the process id of the running process, or 0.
+func (w *Webhook) PID() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil || w.cmd.Process == nil {
+		return 0
+	}
+	return w.cmd.Process.Pid
+}
+
 // Metrics returns the Prometheus text exposition from /metrics.
 func (w *Webhook) Metrics(ctx context.Context) (string, error) {
 	return get(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", w.MetricsPort))

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// smallBodyBytes is the size up to which a request body may use the whole
+// buffered-bytes budget; larger bodies share what is left of it after a
+// quarter kept for small ones. A pod as the API server sends it is a few KiB:
+// however many large bodies a client holds, those keep room.
+const smallBodyBytes = 64 << 10
+
+// budgetWait is how long a request waits for room in the budget before it is
+// answered 503.
+const budgetWait = 2 * time.Second
+
+// minBodyRate and bodyGrace size the time a body may take to arrive: the API
+// server writes it right after the head, so a body that is not there within
+// bodyGrace plus its size at 1 MiB/s is a client holding memory, and is
+// dropped (--read-timeout still bounds it).
+const (
+	minBodyRate = 1 << 20 // bytes per second
+	bodyGrace   = time.Second
+)
+
+// bodyReadTime is how long a body of n bytes may take to arrive.
+func bodyReadTime(n int64, readTimeout time.Duration) time.Duration {
+	d := bodyGrace + time.Duration(n)*time.Second/minBodyRate
+	if readTimeout > 0 && readTimeout < d {
+		return readTimeout
+	}
+	return d
+}
+
+// requestBudget bounds the request bodies the server holds at once: how many
+// (--max-in-flight) and their bytes (--max-buffered-bytes), counted from the
+// announced Content-Length before a byte is read, so that a client announcing
+// large bodies and stalling cannot make the server allocate more.
+type requestBudget struct {
+	maxBytes    int64
+	maxRequests int
+
+	mu       sync.Mutex
+	bytes    int64
+	requests int
+	freed    chan struct{} // closed and replaced at every release
+}
+
+func newRequestBudget(maxBytes int64, maxRequests int) *requestBudget {
+	return &requestBudget{maxBytes: maxBytes, maxRequests: maxRequests, freed: make(chan struct{})}
+}
+
+// largeShare is the part of the budget bodies above smallBodyBytes may use.
+func largeShare(maxBytes int64) int64 { return maxBytes - maxBytes/4 }
+
+// acquire waits until one more request of n bytes fits, or ctx ends. The
+// returned release gives the room back; calling it more than once is safe.
+func (b *requestBudget) acquire(ctx context.Context, n int64) (release func(), err error) {
+	limit := b.maxBytes
+	if n > smallBodyBytes {
+		limit = largeShare(b.maxBytes)
+	}
+	for {
+		b.mu.Lock()
+		if b.requests < b.maxRequests && b.bytes+n <= limit {
+			b.bytes += n
+			b.requests++
+			b.mu.Unlock()
+			var once sync.Once
+			return func() { once.Do(func() { b.release(n) }) }, nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (b *requestBudget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bytes -= n
+	b.requests--
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// held returns the bytes and requests held now.
+func (b *requestBudget) held() (int64, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bytes, b.requests
+}
