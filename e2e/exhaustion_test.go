@@ -93,8 +93,16 @@ func TestMemoryExhaustionHeld(t *testing.T) {
 	if stalled.Load() == 0 {
 		t.Errorf("no attacking connection got to send its stalled body")
 	}
+	// The limits were what held: requests were refused for want of room.
+	metrics, err := in.webhook.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasPositiveSample(metrics, "sandbox_webhook_busy_refusals_total") {
+		t.Errorf("no request was refused for want of room in the request budget")
+	}
 	after := procMemory(t, pid)
-	t.Logf("under the attack (%d bodies stalled, %d header floods sent in all): VmRSS %d MiB, peak VmHWM %d MiB",
+	t.Logf("under the attack (%d stalled bodies and %d header floods sent in all): VmRSS %d MiB, peak VmHWM %d MiB",
 		stalled.Load(), headers.Load(), after.rss>>20, after.hwm>>20)
 	if after.hwm >= chartMemoryLimit {
 		t.Errorf("peak RSS %d MiB reached the chart's memory limit of %d MiB", after.hwm>>20, chartMemoryLimit>>20)
@@ -160,6 +168,19 @@ func hold(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_, _ = io.Copy(io.Discard, c)
+}
+
+// hasPositiveSample reports whether the Prometheus text exposition has a
+// sample of the unlabelled metric name above 0.
+func hasPositiveSample(exposition, name string) bool {
+	for line := range strings.Lines(exposition) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			return err == nil && v > 0
+		}
+	}
+	return false
 }
 
 type procMem struct{ rss, hwm int64 }
