@@ -21,6 +21,7 @@ func checkPod(w io.Writer, p *dryRunPod) int {
 		problems = append(problems, podSecurityProblems(pod, level)...)
 	}
 	problems = append(problems, mutate.PodResourceProblems(&pod.Spec)...)
+	problems = append(problems, mutate.VolumeReferenceProblems(&pod.Spec)...)
 	if mutate.RequestDefaultsToLimit(&pod.Spec) {
 		fmt.Fprintf(w, "check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit\n", p.name)
 	}

@@ -35,8 +35,8 @@ func (pr *program) jsonPatch(expr string) {
 // and volumes, the namespace's Pod Security level, and what an earlier pass
 // recorded in the status annotation.
 type pod struct {
-	inits, apps, volumes string
-	forbidsHostPath      string
+	inits, apps, ephemerals, volumes string
+	forbidsHostPath                  string
 	// prev* read the status annotation an earlier pass wrote (the MAP's own
 	// on reinvocation, or the webhook's on a re-created pod). The webhook
 	// parses it as JSON; CEL has no JSON parser, so these read the exact
@@ -48,6 +48,7 @@ func podVariables(pr *program) *pod {
 	p := &pod{}
 	p.inits = pr.def("inits", "object.spec.?initContainers.orValue([])")
 	p.apps = pr.def("apps", "object.spec.containers")
+	p.ephemerals = pr.def("ephemerals", "object.spec.?ephemeralContainers.orValue([])")
 	p.volumes = pr.def("volumes", "object.spec.?volumes.orValue([])")
 	p.forbidsHostPath = pr.def("forbidsHostPath",
 		fmt.Sprintf("namespaceObject.metadata.?labels[?%s].orValue('') in ['baseline', 'restricted']", str(psaEnforceLabel)))
@@ -97,7 +98,7 @@ type volumeItem struct {
 	want func(v string) string
 
 	// Variables.
-	blocked, add, conflicts, injected, addVolume, existing string
+	blocked, foreign, add, conflicts, injected, addVolume, existing string
 }
 
 // block compiles one SandboxPolicy.
@@ -382,14 +383,26 @@ func (b *block) volume(id string, v *volumeItem) {
 	v.existing = pr.def(id+"Existing", fmt.Sprintf("%s.filter(v, v.name == %s)", pd.volumes, str(v.name)))
 	v.blocked = pr.def(id+"Blocked", or(claimed, fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]")))))
 	mp := str(v.mountPath)
+	// The pod mounts the volume other than the policy does (mutate's
+	// foreignReference): nothing is injected.
+	ro := ""
+	if v.readOnly {
+		ro = " || !m.?readOnly.orValue(false)"
+	}
+	foreignMount := fmt.Sprintf("c.?volumeMounts.orValue([]).exists(m, m.name == %s && (m.mountPath != %s%s || "+
+		"m.?subPath.orValue('') != '' || m.?subPathExpr.orValue('') != '' || m.?mountPropagation.orValue('None') != 'None')) || "+
+		"c.?volumeDevices.orValue([]).exists(d, d.name == %s)", str(v.name), mp, ro, str(v.name))
+	v.foreign = pr.def(id+"Foreign", fmt.Sprintf("!%s && (%s.exists(c, %s) || %s.exists(c, %s) || %s.exists(c, %s))",
+		v.blocked, pd.inits, foreignMount, pd.apps, foreignMount, pd.ephemerals, foreignMount))
+	stop := fmt.Sprintf("(%s || %s)", v.blocked, v.foreign)
 	v.conflicts = pr.def(id+"Conflicts", fmt.Sprintf(
 		"%s ? [] : %s.filter(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name != %s)).map(c, "+
 			"%s + %s + '[' + c.name + %s + c.name + %s + c.volumeMounts.filter(m, m.mountPath == %s)[0].name + %s)",
-		v.blocked, b.sel, mp, str(v.name),
+		stop, b.sel, mp, str(v.name),
 		quote, v.item, text(`]: container "`), text(`" already mounts volume "`), mp, closing(`" at `+v.mountPath+`; kept`)))
 	v.add = pr.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s)).map(c, c.name)",
-		v.blocked, b.sel, mp))
-	v.injected = pr.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", v.blocked, b.sel, v.conflicts))
+		stop, b.sel, mp))
+	v.injected = pr.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", stop, b.sel, v.conflicts))
 	v.addVolume = pr.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
 
 	entry := func(reason string) string { return fmt.Sprintf("[%s + %s + %s]", quote, v.item, closing(": "+reason)) }
@@ -397,10 +410,18 @@ func (b *block) volume(id string, v *volumeItem) {
 	if claimed != "false" {
 		skipped = fmt.Sprintf("%s ? [%s + %s + ': ' + %s + %s] : ", claimed, quote, v.item, why, quote)
 	}
+	how := "at " + v.mountPath
+	if v.readOnly {
+		how = "read-only " + how
+	}
+	foreignWhy := fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; ", v.name, how)
 	// No container can mount it: reported whether or not the pod has an
 	// identical volume.
-	b.skipped = append(b.skipped, skipped+fmt.Sprintf("%s ? %s : size(%s) == 0 ? %s : %s + (%s ? [] : %s)",
+	b.skipped = append(b.skipped, skipped+fmt.Sprintf("%s ? %s : %s ? (size(%s) == 0 ? %s : %s) : size(%s) == 0 ? %s : %s + (%s ? [] : %s)",
 		v.blocked, entry(fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", v.name)),
+		v.foreign, v.existing,
+		entry(foreignWhy+"not injected; the apiserver rejects the mount of an undeclared volume"),
+		entry(foreignWhy+"nothing more is mounted"),
 		b.sel, entry("no container is selected"),
 		v.conflicts,
 		v.injected, entry("every selected container already mounts something at "+v.mountPath)))

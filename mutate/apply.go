@@ -148,6 +148,28 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.skip(item, fmt.Sprintf("the pod already has a volume named %q; the pod's own is kept", want.Name), true)
 		return
 	}
+	// The injected volume is mounted only as the policy says. A mount of
+	// it the pod wrote another way (elsewhere, writable, a subPath, mount
+	// propagation, a device), in a container of any kind, would otherwise
+	// resolve to the policy's volume once injected: the policy's host path,
+	// writable where the pod chose. Nothing is injected then: a pod that
+	// does not declare the volume is rejected by the apiserver for mounting
+	// a volume it lacks, exactly as without the webhook. The status
+	// annotation plays no part, so forging it changes nothing.
+	if foreignReference(a.pod, want.Name, mountPath, readOnly) {
+		how := "at " + mountPath
+		if readOnly {
+			how = "read-only " + how
+		}
+		why := fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; ", want.Name, how)
+		if existing == nil {
+			why += "not injected; the apiserver rejects the mount of an undeclared volume"
+		} else {
+			why += "nothing more is mounted"
+		}
+		a.skip(item, why, true)
+		return
+	}
 	if len(sel) == 0 {
 		a.skip(item, "no container is selected", false)
 		return
@@ -156,7 +178,7 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	for _, t := range sel {
 		if m := mountAt(t.c, mountPath); m != nil {
 			if m.Name == want.Name {
-				mounted++
+				mounted++ // foreignReference has checked it is the policy's mount
 				continue
 			}
 			a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
@@ -176,6 +198,46 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.st.dirty = true
 	}
 	a.applied(item)
+}
+
+// foreignReference reports whether a container of the pod, of any kind,
+// refers to the volume named name other than with the mount the policy
+// makes: at mountPath (spelled exactly so), read-only when readOnly, whole
+// (no subPath or subPathExpr), without mount propagation, and not as a
+// block device.
+func foreignReference(pod *corev1.Pod, name, mountPath string, readOnly bool) bool {
+	foreign := func(mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
+		for i := range mounts {
+			m := &mounts[i]
+			if m.Name == name && (m.MountPath != mountPath || readOnly && !m.ReadOnly ||
+				m.SubPath != "" || m.SubPathExpr != "" ||
+				m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone) {
+				return true
+			}
+		}
+		for i := range devices {
+			if devices[i].Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if c := &pod.Spec.Containers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
+			return true
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if c := &pod.Spec.EphemeralContainers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
+			return true
+		}
+	}
+	return false
 }
 
 func mountAt(c *corev1.Container, mountPath string) *corev1.VolumeMount {

@@ -59,3 +59,41 @@ func RequestDefaultsToLimit(spec *corev1.PodSpec) bool {
 	agg := containerRequests(spec)
 	return hasLim && !hasReq && agg.IsZero()
 }
+
+// VolumeReferenceProblems returns the apiserver's rejections of mounts and
+// devices that name a volume the pod does not declare. The core leaves such
+// a pod that way when the name is one of its volumes but the pod mounts it
+// other than the policy does (see foreignReference); it backs dry-run
+// --check.
+func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
+	declared := make(map[string]bool, len(spec.Volumes))
+	for i := range spec.Volumes {
+		declared[spec.Volumes[i].Name] = true
+	}
+	var out []string
+	check := func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) {
+		for i := range mounts {
+			if !declared[mounts[i].Name] {
+				out = append(out, fmt.Sprintf("%s %q mounts volume %q, which the pod does not declare", kind, name, mounts[i].Name))
+			}
+		}
+		for i := range devices {
+			if !declared[devices[i].Name] {
+				out = append(out, fmt.Sprintf("%s %q uses volume %q as a device, which the pod does not declare", kind, name, devices[i].Name))
+			}
+		}
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		check("init container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		check("container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
+	for i := range spec.EphemeralContainers {
+		c := &spec.EphemeralContainers[i]
+		check("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
+	return out
+}
