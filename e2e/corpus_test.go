@@ -138,11 +138,18 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	}
 
 	if r.ExitCode == 3 {
-		// --check predicted a rejection: Pod Security must reject it.
+		// --check predicted a rejection: Pod Security must reject it, or
+		// pod validation, for a mount of a volume the pod does not
+		// declare (a hostile mount of a policy's volume, not injected).
 		if err == nil {
 			t.Fatalf("dry-run --check predicted a rejection, but the apiserver stored the pod:\n%s", r.Stderr)
 		}
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity") {
+		switch {
+		case strings.Contains(string(r.Stderr), "which the pod does not declare"):
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), ".name: Not found") {
+				t.Errorf("rejected with %v, want the rejection of an undeclared volume dry-run predicted:\n%s", err, r.Stderr)
+			}
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity"):
 			t.Errorf("rejected with %v, want the Pod Security rejection dry-run predicted:\n%s", err, r.Stderr)
 		}
 		return

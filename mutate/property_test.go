@@ -2,6 +2,7 @@ package mutate_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // propertyPolicies are policy fragments that disagree with each other in
@@ -63,11 +65,13 @@ spec:
   assets: [{name: data, mountPath: /opt/rebench-v2, hostPath: {path: /mnt/shared/data}}]`,
 }
 
-// TestPolicyCombinations runs every corpus pod under every combination of up
-// to three of propertyPolicies, in both leak-mitigation overrides, and
-// requires of each result what the core promises: idempotent, convergent
-// under reinvocation, and never a pod the apiserver rejects for its memory
-// unless the input already was.
+// TestPolicyCombinations runs every corpus pod, and hostile variants of some
+// (hostileVariants), under every combination of up to three of
+// propertyPolicies, in both leak-mitigation overrides, and requires of each
+// result what the core promises: idempotent, convergent under reinvocation,
+// never a pod the apiserver rejects for its memory unless the input already
+// was, and never a policy host path mounted writable or at a path the policy
+// did not name unless the input pod itself mounted it so.
 func TestPolicyCombinations(t *testing.T) {
 	var combos [][]int
 	n := len(propertyPolicies)
@@ -87,6 +91,17 @@ func TestPolicyCombinations(t *testing.T) {
 			pods = append(pods, c.Input)
 		}
 	}
+	inputs := map[string]*corev1.Pod{}
+	for _, in := range pods {
+		_, pod := golden.Pod(t, in)
+		inputs[in] = pod
+		if in == "testdata/pods/basic.yaml" || in == "testdata/pods/init-and-sidecar.yaml" {
+			for name, v := range hostileVariants(pod) {
+				inputs[in+" "+name] = v
+				pods = append(pods, in+" "+name)
+			}
+		}
+	}
 	checked := 0
 	for _, combo := range combos {
 		var docs, names []string
@@ -97,7 +112,7 @@ func TestPolicyCombinations(t *testing.T) {
 		set := parseSet(t, docs...)
 		for _, lm := range []mutate.LeakMitigation{mutate.LeakMitigationPolicy, mutate.LeakMitigationOn} {
 			for _, in := range pods {
-				_, pod := golden.Pod(t, in)
+				pod := inputs[in]
 				ns := mutate.Namespace{Name: pod.Namespace, Labels: labels[pod.Namespace]}
 				opts := mutate.Options{LeakMitigation: lm}
 				name := fmt.Sprintf("%s %v leak-mitigation=%s", in, names, lm)
@@ -120,6 +135,9 @@ func TestPolicyCombinations(t *testing.T) {
 				if !apiequality.Semantic.DeepEqual(got, want) {
 					t.Errorf("%s: reinvocation did not converge (-single +reinvoked):\n%s", name, cmp.Diff(want, got))
 				}
+				for _, p := range hostPathMountProblems(pod, first.Pod, set) {
+					t.Errorf("%s: %s", name, p)
+				}
 				before := mutate.PodResourceProblems(&pod.Spec)
 				if after := mutate.PodResourceProblems(&first.Pod.Spec); len(before) == 0 && len(after) > 0 {
 					t.Errorf("%s: the mutated pod would be rejected: %v", name, after)
@@ -129,4 +147,92 @@ func TestPolicyCombinations(t *testing.T) {
 		}
 	}
 	t.Logf("%d pod × policy-combination × mode cases", checked)
+}
+
+// hostileVariants are pod with mounts a pod author might write to get a
+// policy's host path mounted their way: by the name of a propertyPolicies
+// volume the pod does not declare, elsewhere, writable, through a subPath,
+// with mount propagation, in an init container.
+func hostileVariants(pod *corev1.Pod) map[string]*corev1.Pod {
+	hostToContainer := corev1.MountPropagationHostToContainer
+	out := map[string]*corev1.Pod{}
+	for name, m := range map[string]corev1.VolumeMount{
+		"hostile-elsewhere":   {Name: "rebench-v2", MountPath: "/data"},
+		"hostile-writable":    {Name: "data", MountPath: "/opt/rebench-v2"},
+		"hostile-subpath":     {Name: "rebench-v2", MountPath: "/opt/rebench-v2", ReadOnly: true, SubPath: "x"},
+		"hostile-propagation": {Name: "data", MountPath: "/opt/rebench-v2", ReadOnly: true, MountPropagation: &hostToContainer},
+		"hostile-cache":       {Name: "uv-cache", MountPath: "/data"},
+	} {
+		v := pod.DeepCopy()
+		cs := v.Spec.Containers
+		if len(v.Spec.InitContainers) > 0 {
+			cs = v.Spec.InitContainers
+		}
+		cs[0].VolumeMounts = append(cs[0].VolumeMounts, m)
+		out[name] = v
+	}
+	return out
+}
+
+// hostPathMountProblems returns the mounts of out that resolve to a host
+// path of one of set's assets other than read-only and whole at that asset's
+// mountPath, without mount propagation, unless in has the same mount of a
+// volume with the same host path (the pod author's own).
+func hostPathMountProblems(in, out *corev1.Pod, set *policy.Set) []string {
+	assets := map[string][]string{} // host path → mount paths
+	for _, p := range set.Policies {
+		for _, a := range p.Spec.Assets {
+			if a.HostPath != nil {
+				assets[a.HostPath.Path] = append(assets[a.HostPath.Path], a.MountPath)
+			}
+		}
+	}
+	hostPath := func(pod *corev1.Pod, volume string) string {
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == volume && v.HostPath != nil {
+				return v.HostPath.Path
+			}
+		}
+		return ""
+	}
+	own := map[string]bool{}
+	for _, m := range allMounts(in) {
+		if hp := hostPath(in, m.Name); hp != "" {
+			own[fmt.Sprintf("%s %+v", hp, m)] = true
+		}
+	}
+	var problems []string
+	for _, m := range allMounts(out) {
+		hp := hostPath(out, m.Name)
+		mountPaths, ok := assets[hp]
+		if !ok || own[fmt.Sprintf("%s %+v", hp, m)] {
+			continue
+		}
+		if !m.ReadOnly || m.SubPath != "" || m.SubPathExpr != "" || !slices.Contains(mountPaths, m.MountPath) ||
+			m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
+			problems = append(problems, fmt.Sprintf("host path %s of a policy is mounted as %+v", hp, m))
+		}
+	}
+	for _, c := range append(slices.Clone(out.Spec.InitContainers), out.Spec.Containers...) {
+		for _, d := range c.VolumeDevices {
+			if _, ok := assets[hostPath(out, d.Name)]; ok {
+				problems = append(problems, fmt.Sprintf("host path of a policy is used as device %+v", d))
+			}
+		}
+	}
+	return problems
+}
+
+func allMounts(pod *corev1.Pod) []corev1.VolumeMount {
+	var out []corev1.VolumeMount
+	for _, c := range pod.Spec.InitContainers {
+		out = append(out, c.VolumeMounts...)
+	}
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.VolumeMounts...)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		out = append(out, c.VolumeMounts...)
+	}
+	return out
 }
