@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -130,7 +129,6 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 			continue
 		}
 		enforcing = append(enforcing, p)
-		gaps = append(gaps, quantityGaps(p)...)
 	}
 	var out []Exported
 	switch {
@@ -160,25 +158,6 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 		}
 	}
 	return out, gaps, nil
-}
-
-// quantityGaps reports memory quantities of p that are not whole bytes.
-func quantityGaps(p *policy.Policy) []Gap {
-	m := p.Spec.Memory
-	if m == nil {
-		return nil
-	}
-	var gaps []Gap
-	for _, q := range []struct {
-		what, spelled string
-		value         resource.Quantity
-	}{{"memory.limit", m.Limit, p.MemoryLimit}, {"memory.request", m.Request, p.MemoryRequest}} {
-		if _, ok := q.value.AsInt64(); q.spelled != "" && !ok {
-			gaps = append(gaps, Gap{Policy: p.Name(), What: q.what + " " + q.spelled,
-				Why: "not a whole number of bytes: the MAP computes memory in whole bytes"})
-		}
-	}
-	return gaps
 }
 
 func effectiveMode(p *policy.Policy, opts Options) policy.Mode {

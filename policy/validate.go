@@ -49,7 +49,7 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 		fld := spec.Child("caches").Index(i)
 		mount(fld, c.Name, c.MountPath)
 		if c.SizeLimit != "" {
-			q, e := parseQuantity(fld.Child("sizeLimit"), c.SizeLimit)
+			q, e := parseBytes(fld.Child("sizeLimit"), c.SizeLimit)
 			if e == nil && q.Sign() <= 0 {
 				e = field.Invalid(fld.Child("sizeLimit"), c.SizeLimit, "must be greater than zero")
 			}
@@ -260,7 +260,7 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 	var limit *resource.Quantity
 	if m.Limit == "" {
 		errs = append(errs, field.Required(fld.Child("limit"), "a memory quantity such as 8Gi"))
-	} else if q, e := parseQuantity(fld.Child("limit"), m.Limit); e != nil {
+	} else if q, e := parseBytes(fld.Child("limit"), m.Limit); e != nil {
 		errs = append(errs, e)
 	} else if q.Sign() <= 0 {
 		errs = append(errs, field.Invalid(fld.Child("limit"), m.Limit, "must be greater than zero"))
@@ -268,7 +268,7 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 		limit = &q
 	}
 	if m.Request != "" {
-		q, e := parseQuantity(fld.Child("request"), m.Request)
+		q, e := parseBytes(fld.Child("request"), m.Request)
 		switch {
 		case e != nil:
 			errs = append(errs, e)
@@ -285,6 +285,29 @@ func parseQuantity(fld *field.Path, s string) (resource.Quantity, *field.Error) 
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return q, field.Invalid(fld, s, "must be a quantity such as 1Gi")
+	}
+	return q, nil
+}
+
+// maxBytes bounds every byte quantity of a policy: no node has more memory
+// or disk, and anything larger would clamp silently to the largest int64
+// once the apiserver or the kubelet reads it as bytes.
+var maxBytes = resource.MustParse("1Pi")
+
+// parseBytes parses a byte quantity: a whole number of bytes, at most
+// maxBytes. The sign is left to the caller.
+func parseBytes(fld *field.Path, s string) (resource.Quantity, *field.Error) {
+	q, e := parseQuantity(fld, s)
+	switch {
+	case e != nil || q.Sign() < 0:
+		return q, e
+	case q.Cmp(maxBytes) > 0:
+		return q, field.Invalid(fld, s, "must be at most 1Pi: no node has more memory or disk")
+	}
+	// Value rounds up to whole bytes: a quantity equal to its rounding
+	// is whole.
+	if q.Cmp(*resource.NewQuantity(q.Value(), q.Format)) != 0 {
+		return q, field.Invalid(fld, s, "must be a whole number of bytes, such as 512Mi or 1Gi")
 	}
 	return q, nil
 }
