@@ -230,15 +230,25 @@ func createIn(t *testing.T, pod *corev1.Pod, ns string) (*corev1.Pod, error) {
 }
 
 // sameRejection reports whether both creates were rejected by Pod Security
-// for the same violations (the messages name the namespace's level and the
-// pod's violations, not the namespace).
+// for the same violations, or by pod validation for the same causes (the
+// messages name the namespace's level and the pod's violations, or the pod
+// and its invalid fields, not the namespace).
 func sameRejection(a, b error) bool {
-	if a == nil || b == nil || !apierrors.IsForbidden(a) || !apierrors.IsForbidden(b) {
+	if a == nil || b == nil {
 		return false
 	}
-	violation := func(err error) string {
-		_, v, _ := strings.Cut(err.Error(), "violates PodSecurity")
-		return v
+	switch {
+	case apierrors.IsForbidden(a) && apierrors.IsForbidden(b):
+		violation := func(err error) string {
+			_, v, _ := strings.Cut(err.Error(), "violates PodSecurity")
+			return v
+		}
+		return violation(a) != "" && violation(a) == violation(b)
+	case apierrors.IsInvalid(a) && apierrors.IsInvalid(b):
+		// Pod validation, such as the mount of a volume the pod does
+		// not declare (a hostile mount of a policy's volume): the
+		// same causes, whatever the namespace.
+		return a.Error() != "" && a.Error() == b.Error()
 	}
-	return violation(a) != "" && violation(a) == violation(b)
+	return false
 }
