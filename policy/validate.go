@@ -145,6 +145,9 @@ func validateMountPath(fld *field.Path, p string, seen map[string]*field.Path) f
 	if p == "/" {
 		return field.ErrorList{field.Invalid(fld, p, "must not be /")}
 	}
+	if why := mountPathRisk(p); why != "" {
+		return field.ErrorList{field.Invalid(fld, p, why)}
+	}
 	if first, ok := seen[p]; ok {
 		return field.ErrorList{duplicateError(fld, p, "already used by "+first.String())}
 	}
@@ -168,7 +171,8 @@ func validateAbsPath(fld *field.Path, p string) field.ErrorList {
 }
 
 // protectedTrees are host directories an asset may neither be nor lie
-// under, with the reason.
+// under, with the reason. A read-only mount still lets a client connect to a
+// Unix socket, so directories that hold sockets are here whole.
 var protectedTrees = []struct{ dir, why string }{
 	{"/etc", "node configuration and credentials"},
 	{"/proc", "kernel and process interfaces"},
@@ -176,19 +180,33 @@ var protectedTrees = []struct{ dir, why string }{
 	{"/dev", "host devices"},
 	{"/boot", "the node's boot files"},
 	{"/root", "the node's root home directory"},
+	{"/home", "users' home directories: SSH keys, kubeconfigs"},
+	{"/tmp", "the node's temporary files and sockets"},
+	{"/var/tmp", "the node's temporary files and sockets"},
 	{"/run", "runtime sockets and state"},
 	{"/var/run", "runtime sockets and state"},
 	{"/var/lib/kubelet", "node and container-runtime state"},
 	{"/var/lib/containerd", "container-runtime state"},
 	{"/var/lib/docker", "container-runtime state"},
 	{"/var/lib/containers", "container-runtime state"},
+	{"/var/lib/cni", "network plugin state"},
 	{"/var/lib/etcd", "cluster state"},
+	{"/var/lib/kubernetes", "cluster credentials and state"},
+	{"/srv/kubernetes", "cluster credentials and state"},
+	{"/var/lib/rancher", "k3s and rke2 credentials, state and sockets"},
+	{"/var/lib/k0s", "k0s credentials and state"},
+	{"/var/lib/minikube", "minikube credentials and state"},
+	{"/var/snap", "snap packages' state and sockets, microk8s credentials among them"},
 	{"/var/log", "node logs"},
 }
 
 // protectedDirs are host directories an asset may not be, though it may
 // lie under them.
-var protectedDirs = []string{"/var", "/var/lib", "/usr", "/home", "/opt", "/bin", "/sbin", "/lib"}
+var protectedDirs = []string{"/var", "/var/lib", "/usr", "/opt", "/srv", "/mnt", "/bin", "/sbin", "/lib"}
+
+// credentialDirs are directory names that hold credentials wherever they
+// are: an asset may not be, lie under or contain them.
+var credentialDirs = []string{".ssh", ".kube", ".docker", ".gnupg", ".aws", ".azure"}
 
 // hostPathRisk says why a clean absolute host path must not be mounted, or
 // returns "".
@@ -204,8 +222,51 @@ func hostPathRisk(p string) string {
 	if slices.Contains(protectedDirs, p) {
 		return fmt.Sprintf("must not be %s itself (a system directory; use a subdirectory)", p)
 	}
-	if strings.HasSuffix(p, ".sock") {
-		return "must not be a .sock file (container-runtime sockets)"
+	for _, part := range strings.Split(p, "/") {
+		if slices.Contains(credentialDirs, part) {
+			return fmt.Sprintf("must not be or lie under a %s directory (credentials)", part)
+		}
+	}
+	if strings.HasSuffix(p, ".sock") || strings.HasSuffix(p, ".socket") {
+		return "must not be a .sock or .socket file (container-runtime and daemon sockets)"
+	}
+	return ""
+}
+
+// systemMountTrees are container paths a cache or asset may neither be
+// mounted at nor under, with the reason.
+var systemMountTrees = []struct{ dir, why string }{
+	{"/bin", "the container's programs"},
+	{"/sbin", "the container's programs"},
+	{"/usr", "the container's programs and libraries"},
+	{"/lib", "the container's libraries"},
+	{"/lib32", "the container's libraries"},
+	{"/lib64", "the container's libraries"},
+	{"/libx32", "the container's libraries"},
+	{"/etc", "the container's configuration"},
+	{"/boot", "boot files"},
+	{"/proc", "kernel and process interfaces"},
+	{"/sys", "kernel interfaces"},
+	{"/dev", "devices"},
+	{"/run/secrets", "the service-account token and other secrets"},
+	{"/var/run/secrets", "the service-account token and other secrets"},
+}
+
+// systemMountDirs are container directories a cache or asset may not be
+// mounted at, hiding all of the image's, though it may be mounted under
+// them.
+var systemMountDirs = []string{"/var", "/var/lib", "/var/run", "/run", "/root", "/home", "/opt", "/srv", "/mnt", "/tmp"}
+
+// mountPathRisk says why a clean absolute container path must not be a
+// cache's or asset's mountPath, or returns "".
+func mountPathRisk(p string) string {
+	for _, t := range systemMountTrees {
+		if p == t.dir || strings.HasPrefix(p, t.dir+"/") {
+			return fmt.Sprintf("must not be or lie under %s (%s)", t.dir, t.why)
+		}
+	}
+	if slices.Contains(systemMountDirs, p) {
+		return fmt.Sprintf("must not be %s itself (it would hide the image's; use a subdirectory)", p)
 	}
 	return ""
 }
