@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // EnvPrefix prefixes the environment variable of every serve flag:
@@ -60,6 +61,7 @@ type flagValues struct {
 	healthAddress      string
 	kubeconfig         string
 	excludeNamespaces  []string
+	allowedHostPaths   []string
 	tlsMinVersion      string
 	maxRequestBytes    string
 	maxBufferedBytes   string
@@ -154,6 +156,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
 	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringSliceVar(&v.allowedHostPaths, "allowed-host-path", nil, "directory that hostPath assets must lie in; repeatable; a policy with a hostPath outside every one is invalid; default: any path the built-in checks accept")
 	fs.StringSliceVar(&v.excludeNamespaces, "exclude-namespace", nil, "namespace whose pods are never mutated; repeatable; default: $POD_NAMESPACE when set (kube-system is always excluded)")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
@@ -176,6 +179,7 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 		PolicyPaths:            v.policies,
 		LeakMitigationFile:     v.leakMitigationFile,
 		ExcludeNamespaces:      v.excludeNamespaces,
+		AllowedHostPaths:       v.allowedHostPaths,
 		ReloadInterval:         v.reloadInterval,
 		CertDir:                v.certDir,
 		BindAddress:            v.bindAddress,
@@ -185,6 +189,9 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 		ShutdownDelay:          v.shutdownDelay,
 		MetricsBindAddress:     v.metricsAddress,
 		HealthProbeBindAddress: v.healthAddress,
+	}
+	if err := policy.CheckAllowedHostPaths(v.allowedHostPaths); err != nil {
+		return o, err
 	}
 	lm, ok := mutate.ParseLeakMitigation(v.leakMitigation)
 	if !ok {

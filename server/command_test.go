@@ -59,6 +59,7 @@ func flagValuesOf(t *testing.T, fs *pflag.FlagSet) *flagValues {
 		healthAddress:      must(fs.GetString("health-probe-bind-address")).(string),
 		kubeconfig:         must(fs.GetString("kubeconfig")).(string),
 		excludeNamespaces:  must(fs.GetStringSlice("exclude-namespace")).([]string),
+		allowedHostPaths:   must(fs.GetStringSlice("allowed-host-path")).([]string),
 		tlsMinVersion:      must(fs.GetString("tls-min-version")).(string),
 		maxRequestBytes:    must(fs.GetString("max-request-bytes")).(string),
 		logLevel:           must(fs.GetString("log-level")).(string),
@@ -145,6 +146,8 @@ func TestBadSettings(t *testing.T) {
 		{"bad leak mitigation", []string{"--leak-mitigation", "maybe"}, nil, "", `--leak-mitigation "maybe"`},
 		{"bad TLS version", []string{"--tls-min-version", "1.1"}, nil, "", "--tls-min-version"},
 		{"bad size", []string{"--max-request-bytes", "lots"}, nil, "", "--max-request-bytes"},
+		{"relative allowed host path", []string{"--allowed-host-path", "mnt/shared"}, nil, "", `--allowed-host-path "mnt/shared"`},
+		{"allowed host path /", []string{"--allowed-host-path", "/"}, nil, "", `--allowed-host-path "/"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(t, tc.args, tc.env, tc.config)
@@ -167,7 +170,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"--policy", "--leak-mitigation-file", "--cert-dir", "--bind-address", "--port", "--metrics-bind-address",
 		"--health-probe-bind-address", "--kubeconfig", "--exclude-namespace", "--tls-min-version",
-		"--max-request-bytes", "--log-level", "--config", "SANDBOX_WEBHOOK_", "/readyz", "/status",
+		"--max-request-bytes", "--allowed-host-path", "--log-level", "--config", "SANDBOX_WEBHOOK_", "/readyz", "/status",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q", want)

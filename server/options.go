@@ -44,6 +44,10 @@ type Options struct {
 	LeakMitigationFile string
 	// ExcludeNamespaces are never mutated (kube-system never is).
 	ExcludeNamespaces []string
+	// AllowedHostPaths, when set, are the directories hostPath assets must
+	// lie in: a policy set with one outside is invalid, like any other
+	// invalid set (the last good one stays).
+	AllowedHostPaths []string
 	// ReloadInterval is how often the policy and leak-mitigation files are
 	// re-read even when no file event arrived.
 	ReloadInterval time.Duration

@@ -70,7 +70,7 @@ func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *server
 	return &reloader{
 		log:      o.Logger.WithName("reload"),
 		paths:    slices.Clone(o.PolicyPaths),
-		load:     o.LoadPolicies,
+		load:     allowHostPaths(o.LoadPolicies, slices.Clone(o.AllowedHostPaths)),
 		leakFile: o.LeakMitigationFile,
 		leakFlag: o.LeakMitigation,
 		exclude:  slices.Clone(o.ExcludeNamespaces),
@@ -407,4 +407,22 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// allowHostPaths makes load refuse a policy set with a hostPath asset
+// outside the allowed directories (--allowed-host-path).
+func allowHostPaths(load func(paths ...string) (*policy.Set, error), allowed []string) func(paths ...string) (*policy.Set, error) {
+	if len(allowed) == 0 {
+		return load
+	}
+	return func(paths ...string) (*policy.Set, error) {
+		set, err := load(paths...)
+		if err == nil {
+			err = policy.AllowHostPaths(set, allowed)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return set, nil
+	}
 }

@@ -92,6 +92,38 @@ func TestPolicyReload(t *testing.T) {
 	}
 }
 
+// TestAllowedHostPaths: with --allowed-host-path, a policy set with a
+// hostPath asset outside the allowed directories is refused like any invalid
+// set: the error names the file, the field and the allowed directories, and
+// the last good set keeps serving.
+func TestAllowedHostPaths(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) { o.AllowedHostPaths = []string{"/mnt/shared"} })
+	asset := func(marker, path string) string {
+		return policyYAML(marker) + "  assets:\n    - name: data\n      mountPath: /opt/data\n      hostPath:\n        path: " + path + "\n"
+	}
+	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), asset("a", "/mnt/shared/data"))
+	e.start(nil)
+	e.waitReady()
+	if m := e.marker(e.client); m != "a" {
+		t.Fatalf("MARKER = %q", m)
+	}
+	good := e.status().Policies.Hash
+
+	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), asset("b", "/data/elsewhere"))
+	eventually(t, "the rejected reload on /status", func() bool { return len(e.status().Policies.Errors) > 0 })
+	st := e.status()
+	want := `seed.yaml (seed): spec.assets[0].hostPath.path: Invalid value: "/data/elsewhere": must lie under an --allowed-host-path: /mnt/shared`
+	if joined := strings.Join(st.Policies.Errors, "\n"); !strings.Contains(joined, want) {
+		t.Errorf("errors lack %q:\n%s", want, joined)
+	}
+	if st.Policies.Hash != good {
+		t.Errorf("policy set hash %s, want the last good %s", st.Policies.Hash, good)
+	}
+	if m := e.marker(e.client); m != "a" {
+		t.Errorf("MARKER = %q, want the last good a", m)
+	}
+}
+
 // TestConfigMapSwap updates a directory the way the kubelet updates a
 // mounted ConfigMap: the files are symlinks through ..data, and an update
 // swaps ..data to a new timestamped directory. Only file events trigger
