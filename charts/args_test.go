@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
@@ -14,10 +15,11 @@ import (
 // $POD_NAMESPACE, as in the pod).
 func TestArgsParseWithServe(t *testing.T) {
 	for name, values := range map[string]string{
-		"certManager":    ``,
-		"selfManaged":    `certificates: {mode: selfManaged}`,
-		"existingSecret": `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}, webhook: {caBundle: Q0EK}}`,
-		"extraArgs":      `server: {extraArgs: ["--max-request-bytes=6Mi"], logLevel: debug, tlsMinVersion: "1.2"}`,
+		"certManager":      ``,
+		"selfManaged":      `certificates: {mode: selfManaged}`,
+		"existingSecret":   `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}, webhook: {caBundle: Q0EK}}`,
+		"extraArgs":        `server: {extraArgs: ["--max-request-bytes=6Mi"], logLevel: debug, tlsMinVersion: "1.2"}`,
+		"allowedHostPaths": `policies: {allowedHostPaths: [/mnt/shared, /srv/data]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := deploymentContainer(t, mustRender(t, values)).Args
@@ -38,6 +40,12 @@ func TestArgsParseWithServe(t *testing.T) {
 			ext.Options.Namespace = namespace
 			if err := ext.Options.Validate(); err != nil {
 				t.Errorf("certificate flags %q: %v", rest, err)
+			}
+			if name == "allowedHostPaths" {
+				got, err := serve.Flags().GetStringSlice("allowed-host-path")
+				if err != nil || !slices.Equal(got, []string{"/mnt/shared", "/srv/data"}) {
+					t.Errorf("--allowed-host-path = %q (%v), want the two values", got, err)
+				}
 			}
 		})
 	}
