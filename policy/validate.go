@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -150,6 +151,12 @@ func validateMountPath(fld *field.Path, p string, seen map[string]*field.Path) f
 	}
 	if first, ok := seen[p]; ok {
 		return field.ErrorList{duplicateError(fld, p, "already used by "+first.String())}
+	}
+	// One mount would hide part of the other, or be hidden by it.
+	for _, q := range slices.Sorted(maps.Keys(seen)) {
+		if strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/") {
+			return field.ErrorList{field.Invalid(fld, p, fmt.Sprintf("must not lie under or above %s (%s)", seen[q], q))}
+		}
 	}
 	seen[p] = fld
 	return nil
