@@ -395,13 +395,22 @@ func (b *block) volume(id string, v *volumeItem) {
 	v.foreign = pr.def(id+"Foreign", fmt.Sprintf("!%s && (%s.exists(c, %s) || %s.exists(c, %s) || %s.exists(c, %s))",
 		v.blocked, pd.inits, foreignMount, pd.apps, foreignMount, pd.ephemerals, foreignMount))
 	stop := fmt.Sprintf("(%s || %s)", v.blocked, v.foreign)
+	// Mount paths compare as mutate's normMountPath reads them: without
+	// empty and "." components; one with a ".." component is near any path.
+	norm := "('/' + m.mountPath.split('/').filter(s, s != '' && s != '.').join('/'))"
+	dotdot := "m.mountPath.split('/').exists(s, s == '..')"
+	at := fmt.Sprintf("(!%s && %s == %s)", dotdot, norm, mp)
+	near := fmt.Sprintf("(%s || %s == '/' || %s.startsWith(%s) || %s.startsWith(%s + '/'))", dotdot, norm, norm, str(v.mountPath+"/"), mp, norm)
+	mounts := "c.?volumeMounts.orValue([])"
 	v.conflicts = pr.def(id+"Conflicts", fmt.Sprintf(
-		"%s ? [] : %s.filter(c, c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s && m.name != %s)).map(c, "+
-			"%s + %s + '[' + c.name + %s + c.name + %s + c.volumeMounts.filter(m, m.mountPath == %s)[0].name + %s)",
-		stop, b.sel, mp, str(v.name),
-		quote, v.item, text(`]: container "`), text(`" already mounts volume "`), mp, closing(`" at `+v.mountPath+`; kept`)))
-	v.add = pr.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !c.?volumeMounts.orValue([]).exists(m, m.mountPath == %s)).map(c, c.name)",
-		stop, b.sel, mp))
+		"%s ? [] : %s.filter(c, %s.exists(m, %s && m.name != %s) || !%s.exists(m, %s) && %s.exists(m, %s)).map(c, "+
+			"%s + %s + '[' + c.name + %s + c.name + %s + "+
+			"(c.volumeMounts.exists(m, %s) ? c.volumeMounts.filter(m, %s)[0].name + %s : c.volumeMounts.filter(m, %s)[0].name + %s))",
+		stop, b.sel, mounts, at, str(v.name), mounts, at, mounts, near,
+		quote, v.item, text(`]: container "`), text(`" already mounts volume "`),
+		at, at, closing(`" at `+v.mountPath+`; kept`), near, closing(`" under or above `+v.mountPath+`; kept`)))
+	v.add = pr.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !%s.exists(m, %s || %s)).map(c, c.name)",
+		stop, b.sel, mounts, at, near))
 	v.injected = pr.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", stop, b.sel, v.conflicts))
 	v.addVolume = pr.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
 

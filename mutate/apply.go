@@ -3,6 +3,7 @@ package mutate
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -176,13 +177,17 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	}
 	mounted := 0
 	for _, t := range sel {
-		if m := mountAt(t.c, mountPath); m != nil {
-			if m.Name == want.Name {
+		if m, at := mountNear(t.c, mountPath); m != nil {
+			switch {
+			case at && m.Name == want.Name:
 				mounted++ // foreignReference has checked it is the policy's mount
-				continue
+			case at:
+				a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
+					fmt.Sprintf("container %q already mounts volume %q at %s; kept", t.c.Name, m.Name, mountPath), true)
+			default:
+				a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
+					fmt.Sprintf("container %q already mounts volume %q under or above %s; kept", t.c.Name, m.Name, mountPath), true)
 			}
-			a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
-				fmt.Sprintf("container %q already mounts volume %q at %s; kept", t.c.Name, m.Name, mountPath), true)
 			continue
 		}
 		t.c.VolumeMounts = append(t.c.VolumeMounts, corev1.VolumeMount{Name: want.Name, MountPath: mountPath, ReadOnly: readOnly})
@@ -238,6 +243,50 @@ func foreignReference(pod *corev1.Pod, name, mountPath string, readOnly bool) bo
 		}
 	}
 	return false
+}
+
+// mountNear returns the container's mount at mountPath (at is true), else
+// its first mount under or above mountPath, which would hide part of the
+// injected mount or be hidden by it. Paths are compared as normMountPath
+// reads them, so /root/.cache/uv/ and /root//.cache/uv are /root/.cache/uv;
+// a path with a ".." component is taken as near any path.
+func mountNear(c *corev1.Container, mountPath string) (m *corev1.VolumeMount, at bool) {
+	var near *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		p, ok := normMountPath(c.VolumeMounts[i].MountPath)
+		switch {
+		case ok && p == mountPath:
+			return &c.VolumeMounts[i], true
+		case near != nil:
+		case !ok || p == "/" || strings.HasPrefix(p, mountPath+"/") || strings.HasPrefix(mountPath, p+"/"):
+			near = &c.VolumeMounts[i]
+		}
+	}
+	return near, false
+}
+
+// normMountPath is a mount path without empty and "." components, made
+// absolute: the directory the container runtime mounts at. ok is false when
+// a component is "..", which this does not resolve. The MAP export computes
+// the same in CEL.
+func normMountPath(p string) (norm string, ok bool) {
+	clean := strings.HasPrefix(p, "/") && (p == "/" || !strings.HasSuffix(p, "/")) &&
+		!strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.HasSuffix(p, "/.") &&
+		!strings.Contains(p, "..")
+	if clean {
+		return p, true
+	}
+	var parts []string
+	for _, s := range strings.Split(p, "/") {
+		switch s {
+		case "", ".":
+		case "..":
+			return "", false
+		default:
+			parts = append(parts, s)
+		}
+	}
+	return "/" + strings.Join(parts, "/"), true
 }
 
 func mountAt(c *corev1.Container, mountPath string) *corev1.VolumeMount {
