@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"io"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,28 +12,36 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// checkPod predicts whether the apiserver accepts the mutated pod, prints
-// the verdict and returns 1 when it would be rejected, else 0.
-func checkPod(w io.Writer, p *dryRunPod) int {
+// checkProblems predicts whether the apiserver accepts the mutated pod and
+// returns why it would not.
+func checkProblems(p *dryRunPod) []string {
 	pod := p.result.Pod
 	var problems []string
+	for _, u := range p.unknown {
+		problems = append(problems, "strict decoding error: "+u)
+	}
 	if level, ok := p.ns.Labels[psaEnforceLabel]; ok {
 		problems = append(problems, podSecurityProblems(pod, level)...)
 	}
 	problems = append(problems, mutate.PodResourceProblems(&pod.Spec)...)
 	problems = append(problems, mutate.VolumeReferenceProblems(&pod.Spec)...)
-	if mutate.RequestDefaultsToLimit(&pod.Spec) {
-		fmt.Fprintf(w, "check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit\n", p.name)
+	problems = append(problems, podValidationProblems(pod)...)
+	return problems
+}
+
+// writeCheck prints the --check verdict for one pod.
+func writeCheck(w *reportWriter, p *dryRunPod, problems []string) {
+	if mutate.RequestDefaultsToLimit(&p.result.Pod.Spec) {
+		w.line("check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit", p.name)
 	}
 	if len(problems) == 0 {
-		fmt.Fprintf(w, "check: %s: accepted\n", p.name)
-		return 0
+		w.line("check: %s: accepted", p.name)
+		return
 	}
-	fmt.Fprintf(w, "check: %s: would be rejected:\n", p.name)
+	w.line("check: %s: would be rejected:", p.name)
 	for _, pr := range problems {
-		fmt.Fprintf(w, "  - %s\n", pr)
+		w.line("  - %s", pr)
 	}
-	return 1
 }
 
 const psaEnforceLabel = psaapi.EnforceLevelLabel
@@ -58,4 +66,61 @@ func podSecurityProblems(pod *corev1.Pod, level string) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("violates PodSecurity %q: %s", level, strings.TrimSpace(agg.ForbiddenDetail()))}
+}
+
+// podValidationProblems runs the part of the apiserver's pod validation
+// (k8s.io/kubernetes/pkg/apis/core/validation, which cannot be imported as a
+// module) that pods most often fail and that is cheap to restate: unique
+// container and volume names, mounts of declared volumes, and resource
+// quantities that are not negative and requests not above limits. Anything
+// else that validation checks is not predicted.
+func podValidationProblems(pod *corev1.Pod) []string {
+	var problems []string
+	names := map[string]bool{}
+	type group struct {
+		path       string
+		containers []corev1.Container
+	}
+	groups := []group{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
+	volumes := map[string]bool{}
+	for i, v := range pod.Spec.Volumes {
+		if volumes[v.Name] {
+			problems = append(problems, fmt.Sprintf("spec.volumes[%d].name: Duplicate value: %q", i, v.Name))
+		}
+		volumes[v.Name] = true
+	}
+	if len(pod.Spec.Containers) == 0 {
+		problems = append(problems, "spec.containers: Required value")
+	}
+	for _, g := range groups {
+		for i, c := range g.containers {
+			path := fmt.Sprintf("%s[%d]", g.path, i)
+			if names[c.Name] {
+				problems = append(problems, fmt.Sprintf("%s.name: Duplicate value: %q", path, c.Name))
+			}
+			names[c.Name] = true
+			for j, m := range c.VolumeMounts {
+				if !volumes[m.Name] {
+					problems = append(problems, fmt.Sprintf("%s.volumeMounts[%d].name: Not found: %q", path, j, m.Name))
+				}
+			}
+			for _, rl := range []struct {
+				what string
+				list corev1.ResourceList
+			}{{"requests", c.Resources.Requests}, {"limits", c.Resources.Limits}} {
+				for name, q := range rl.list {
+					if q.Sign() < 0 {
+						problems = append(problems, fmt.Sprintf("%s.resources.%s[%s]: Invalid value: %q: must be greater than or equal to 0", path, rl.what, name, q.String()))
+					}
+				}
+			}
+			for name, req := range c.Resources.Requests {
+				if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
+					problems = append(problems, fmt.Sprintf("%s.resources.requests: Invalid value: %q: must be less than or equal to %s limit of %s", path, req.String(), name, lim.String()))
+				}
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
 }

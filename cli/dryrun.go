@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,9 +9,9 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -19,7 +20,8 @@ import (
 
 type dryRunOptions struct {
 	policies        []string
-	filename        string
+	filenames       []string
+	recursive       bool
 	namespace       string
 	namespacesFile  string
 	namespaceLabels []string
@@ -65,7 +67,8 @@ Exit codes: 0 success; 1 invalid policy, unreadable input or other error;
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.policies, "policy", "p", nil, "policy file or directory (repeatable)")
-	f.StringVarP(&o.filename, "filename", "f", "", "input file, or - for stdin")
+	f.StringArrayVarP(&o.filenames, "filename", "f", nil, "input file, directory (its *.yaml, *.yml and *.json files), or - for stdin (repeatable)")
+	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of objects that do not name one (default \"default\")")
 	f.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-label", nil, "label key=value of the pods' namespace (repeatable; wins over --namespaces)")
@@ -85,19 +88,22 @@ type dryRunPod struct {
 	patch   []byte      // JSONPatch (relative to the object, not the template)
 	result  mutate.Result
 	changed bool
+	// unknown lists the fields of the input pod this build of k8s.io/api
+	// does not know, as the apiserver's strict decoding names them.
+	unknown []string
 }
 
 func (o *dryRunOptions) run(streams IOStreams) error {
 	if len(o.policies) == 0 {
 		return usageErrorf("--policy is required")
 	}
-	if o.filename == "" {
-		return usageErrorf("-f is required (a file, or - for stdin)")
+	if len(o.filenames) == 0 {
+		return usageErrorf("-f is required (a file, a directory, or - for stdin)")
 	}
 	switch o.output {
-	case "yaml", "json", "patch", "diff":
+	case "yaml", "json", "patch", "diff", "summary":
 	default:
-		return usageErrorf("--output must be yaml, json, patch or diff, not %q", o.output)
+		return usageErrorf("--output must be yaml, json, patch, diff or summary, not %q", o.output)
 	}
 	lm, ok := mutate.ParseLeakMitigation(o.leakMitigation)
 	if !ok {
@@ -112,6 +118,10 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	if err != nil {
 		return err
 	}
+	files, err := inputFiles(o.filenames, o.recursive)
+	if err != nil {
+		return err
+	}
 	set, err := policy.Load(o.policies...)
 	if err != nil {
 		return err
@@ -120,119 +130,106 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	docs, err := o.readInput(streams.In)
-	if err != nil {
-		return err
-	}
 
-	opts := mutate.Options{LeakMitigation: lm}
-	var pods []*dryRunPod
-	for _, doc := range docs {
-		items := []map[string]any{doc}
-		if isList(doc) {
-			items = items[:0]
-			for _, it := range doc["items"].([]any) {
-				if m, ok := it.(map[string]any); ok {
-					items = append(items, m)
-				}
-			}
-		}
-		for _, it := range items {
-			obj := classify(it)
-			if !obj.hasPod() {
-				continue
-			}
-			ns, err := o.namespaceOf(it, namespaces, extraLabels)
-			if err != nil {
+	out := bufio.NewWriterSize(streams.Out, 64<<10)
+	errOut := bufio.NewWriterSize(streams.ErrOut, 16<<10)
+	p := &pipeline{
+		o:           o,
+		set:         set,
+		opts:        mutate.Options{LeakMitigation: lm},
+		namespaces:  namespaces,
+		extraLabels: extraLabels,
+		report:      &reportWriter{w: errOut},
+		out:         newOutputWriter(o.output, out),
+		summary:     newFleetSummary(set),
+		progress:    newProgress(streams.ErrOut, o.output == "summary"),
+	}
+	err = p.readAll(files, streams.In)
+	if err == nil {
+		err = p.finish(errOut)
+	}
+	p.progress.done()
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	if ferr := errOut.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// readAll streams every input through the pipeline, in order.
+func (p *pipeline) readAll(files []string, stdin io.Reader) error {
+	for _, name := range files {
+		if name == "-" {
+			if err := readStream("stdin", stdin, p); err != nil {
 				return err
 			}
-			p, err := dryRunObject(obj, ns, set, opts)
-			if err != nil {
-				return fmt.Errorf("%s: %w", displayName(it, ns.Name), err)
-			}
-			pods = append(pods, p)
+			continue
 		}
-	}
-
-	for _, p := range pods {
-		writeReport(streams.ErrOut, p)
-	}
-	if o.mapCompare {
-		if err := writeMAPComparison(streams.ErrOut, set, opts, pods); err != nil {
+		f, err := os.Open(name)
+		if err != nil {
 			return err
 		}
-	}
-	if err := o.writeOutput(streams.Out, docs, pods); err != nil {
-		return err
-	}
-	if o.check {
-		rejected := 0
-		for _, p := range pods {
-			rejected += checkPod(streams.ErrOut, p)
-		}
-		if rejected > 0 {
-			return &exitError{code: ExitRejected, err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", rejected, len(pods))}
+		err = readStream(name, f, p)
+		f.Close()
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (o *dryRunOptions) readInput(stdin io.Reader) ([]map[string]any, error) {
-	if o.filename == "-" {
-		return readDocuments(stdin)
+// finish writes what needs the whole input: the end of the -o output, the
+// --map comparison, the summary, and the verdicts.
+func (p *pipeline) finish(errOut io.Writer) error {
+	if p.objects == 0 {
+		return fmt.Errorf("no objects in the input (%s): nothing to do", strings.Join(p.o.filenames, ", "))
 	}
-	f, err := os.Open(o.filename)
-	if err != nil {
-		return nil, err
+	if err := p.out.close(); err != nil {
+		return err
 	}
-	defer f.Close()
-	docs, err := readDocuments(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.filename, err)
+	if p.o.mapCompare {
+		if err := writeMAPComparison(errOut, p.set, p.opts, p.mapPods); err != nil {
+			return err
+		}
 	}
-	return docs, nil
-}
-
-// namespaceOf resolves the namespace of an object: its own, else --namespace,
-// else "default"; an object naming a namespace other than --namespace is an
-// error, as with kubectl.
-func (o *dryRunOptions) namespaceOf(doc map[string]any, known map[string]map[string]string, extra map[string]string) (mutate.Namespace, error) {
-	md, _ := doc["metadata"].(map[string]any)
-	name, _ := md["namespace"].(string)
-	switch {
-	case name == "" && o.namespace != "":
-		name = o.namespace
-	case name == "":
-		name = "default"
-	case o.namespace != "" && name != o.namespace:
-		return mutate.Namespace{}, usageErrorf("%s is in namespace %q, not --namespace %q", displayName(doc, ""), name, o.namespace)
+	if p.o.output == "summary" {
+		if err := p.summary.write(p.out.writer(), p.o.check); err != nil {
+			return err
+		}
 	}
-	labels := map[string]string{"kubernetes.io/metadata.name": name}
-	for k, v := range known[name] {
-		labels[k] = v
+	if p.o.check && p.rejected > 0 {
+		return &exitError{code: ExitRejected, err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
 	}
-	for k, v := range extra {
-		labels[k] = v
-	}
-	return mutate.Namespace{Name: name, Labels: labels}, nil
+	return nil
 }
 
 // dryRunObject runs the core on the object's pod and writes the mutated pod
 // back into the object by applying the same JSONPatch the webhook returns.
-func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.Options) (*dryRunPod, error) {
+// withBefore keeps the object's YAML before mutation (for -o diff).
+func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.Options, withBefore bool) (*dryRunPod, error) {
 	p := &dryRunPod{name: displayName(obj.doc, ns.Name), ns: ns}
-	before, err := yaml.Marshal(obj.doc)
-	if err != nil {
-		return nil, err
+	if withBefore {
+		before, err := yaml.Marshal(obj.doc)
+		if err != nil {
+			return nil, err
+		}
+		p.before = before
 	}
-	p.before = before
 	raw, err := obj.podJSON()
 	if err != nil {
 		return nil, err
 	}
 	pod := &corev1.Pod{}
-	if err := json.Unmarshal(raw, pod); err != nil {
+	// As the apiserver decodes: case-sensitive, and an unknown field is
+	// an error under kubectl's default --validate=strict.
+	strict, err := sigsjson.UnmarshalStrict(raw, pod, sigsjson.DisallowUnknownFields)
+	if err != nil {
 		return nil, fmt.Errorf("not a valid pod: %w", err)
+	}
+	for _, e := range strict {
+		p.unknown = append(p.unknown, obj.fieldPath(e.Error()))
 	}
 	p.input = pod
 	p.result = mutate.Pod(pod, ns, set, opts)
@@ -272,49 +269,6 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	return p, nil
 }
 
-func (o *dryRunOptions) writeOutput(w io.Writer, docs []map[string]any, pods []*dryRunPod) error {
-	switch o.output {
-	case "yaml":
-		for i, d := range docs {
-			b, err := yaml.Marshal(d)
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				fmt.Fprintln(w, "---")
-			}
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-		}
-	case "json":
-		for _, d := range docs {
-			b, err := json.MarshalIndent(d, "", "  ")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\n", b)
-		}
-	case "patch":
-		if len(pods) == 1 {
-			return writePatch(w, pods[0].patch)
-		}
-		for _, p := range pods {
-			line, err := json.Marshal(struct {
-				Object string          `json:"object"`
-				Patch  json.RawMessage `json:"patch"`
-			}{p.name, nonNullPatch(p.patch)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\n", line)
-		}
-	case "diff":
-		return writeDiffs(w, docs, pods)
-	}
-	return nil
-}
-
 func nonNullPatch(p []byte) json.RawMessage {
 	if len(p) == 0 {
 		return json.RawMessage("[]")
@@ -333,35 +287,6 @@ func writePatch(w io.Writer, p []byte) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
-}
-
-// writeDiffs prints a unified diff of every changed pod object. Objects in
-// a List are diffed one by one.
-func writeDiffs(w io.Writer, docs []map[string]any, pods []*dryRunPod) error {
-	_ = docs
-	for _, p := range pods {
-		if !p.changed {
-			continue
-		}
-		after, err := afterYAML(p)
-		if err != nil {
-			return err
-		}
-		diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A:        lines(p.before),
-			B:        lines(after),
-			FromFile: "a/" + p.name,
-			ToFile:   "b/" + p.name,
-			Context:  3,
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, diff); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // lines splits text into lines that keep their "\n".
@@ -392,22 +317,25 @@ func afterYAML(p *dryRunPod) ([]byte, error) {
 }
 
 // writeReport prints, for one pod, which policies matched and what they did.
-func writeReport(w io.Writer, p *dryRunPod) {
+func writeReport(w *reportWriter, p *dryRunPod) {
 	r := p.result
-	fmt.Fprintf(w, "%s:\n", p.name)
+	w.line("%s:", p.name)
+	for _, u := range p.unknown {
+		w.line("  %s: the apiserver rejects it under kubectl's default --validate=strict, unless it is newer than this build and knows the field", u)
+	}
 	if r.PodSkipped != "" {
-		fmt.Fprintf(w, "  skipped: %s\n", r.PodSkipped)
+		w.line("  skipped: %s", r.PodSkipped)
 		return
 	}
 	if len(r.Policies) == 0 {
-		fmt.Fprintln(w, "  no policies loaded")
+		w.line("  no policies loaded")
 	}
 	for _, pr := range r.Policies {
 		if !pr.Matched {
-			fmt.Fprintf(w, "  %s: not matched: %s\n", pr.Policy, pr.Reason)
+			w.line("  %s: not matched: %s", pr.Policy, pr.Reason)
 			continue
 		}
-		fmt.Fprintf(w, "  %s: matched (%s, %s mode, hash %s)\n", pr.Policy, pr.Enforcement, pr.Mode, pr.Hash)
+		w.line("  %s: matched (%s, %s mode, hash %s)", pr.Policy, pr.Enforcement, pr.Mode, pr.Hash)
 		var applied []string
 		for _, d := range r.Applied {
 			if d.Policy == pr.Policy {
@@ -419,19 +347,19 @@ func writeReport(w io.Writer, p *dryRunPod) {
 			verb = "would inject (shadow)"
 		}
 		if len(applied) > 0 {
-			fmt.Fprintf(w, "    %s: %s\n", verb, strings.Join(applied, ", "))
+			w.line("    %s: %s", verb, strings.Join(applied, ", "))
 		}
 		for _, d := range r.Skipped {
 			if d.Policy == pr.Policy {
-				fmt.Fprintf(w, "    skipped %s: %s\n", d.Item, d.Reason)
+				w.line("    skipped %s: %s", d.Item, d.Reason)
 			}
 		}
 	}
 	if !r.Changed {
-		fmt.Fprintln(w, "  unchanged")
+		w.line("  unchanged")
 	}
 	for _, warning := range r.Warnings {
-		fmt.Fprintf(w, "Warning: %s\n", warning)
+		w.line("Warning: %s", warning)
 	}
 }
 
@@ -459,31 +387,44 @@ func loadNamespaces(path string) (map[string]map[string]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	docs, err := readDocuments(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var add func(doc map[string]any)
-	add = func(doc map[string]any) {
-		if isList(doc) {
-			for _, it := range doc["items"].([]any) {
-				if m, ok := it.(map[string]any); ok {
-					add(m)
-				}
-			}
-			return
-		}
-		if doc["kind"] != "Namespace" {
-			return
-		}
-		b, _ := json.Marshal(doc)
-		var ns corev1.Namespace
-		if json.Unmarshal(b, &ns) == nil && ns.Name != "" {
-			out[ns.Name] = ns.Labels
-		}
-	}
-	for _, d := range docs {
-		add(d)
+	if err := readStream(path, f, namespaceCollector(out)); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// namespaceCollector is a visitor that records the labels of every
+// Namespace it sees.
+type namespaceCollector map[string]map[string]string
+
+func (c namespaceCollector) add(v any) {
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	if isList(doc) {
+		for _, it := range doc["items"].([]any) {
+			c.add(it)
+		}
+		return
+	}
+	if doc["kind"] != "Namespace" {
+		return
+	}
+	b, _ := json.Marshal(doc)
+	var ns corev1.Namespace
+	if json.Unmarshal(b, &ns) == nil && ns.Name != "" {
+		c[ns.Name] = ns.Labels
+	}
+}
+
+func (c namespaceCollector) object(_ position, doc map[string]any) error {
+	c.add(doc)
+	return nil
+}
+func (c namespaceCollector) listStart(position, map[string]any) error { return nil }
+func (c namespaceCollector) listItem(_ position, item any) error {
+	c.add(item)
+	return nil
+}
+func (c namespaceCollector) listEnd(position, map[string]any) error { return nil }

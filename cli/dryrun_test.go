@@ -55,7 +55,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing input file", []string{"dry-run", "-p", memory, "-f", "/nonexistent.yaml"}, ExitError, "/nonexistent.yaml"},
 		{"no policy", []string{"dry-run", "-f", pod}, ExitUsage, "--policy is required"},
 		{"no input", []string{"dry-run", "-p", memory}, ExitUsage, "-f is required"},
-		{"bad output", []string{"dry-run", "-p", memory, "-f", pod, "-o", "xml"}, ExitUsage, `--output must be yaml, json, patch or diff, not "xml"`},
+		{"bad output", []string{"dry-run", "-p", memory, "-f", pod, "-o", "xml"}, ExitUsage, `--output must be yaml, json, patch, diff or summary, not "xml"`},
 		{"bad mode", []string{"dry-run", "-p", memory, "-f", pod, "--leak-mitigation", "maybe"}, ExitUsage, `--leak-mitigation must be on, off or policy, not "maybe"`},
 		{"unknown flag", []string{"dry-run", "--polcy", memory}, ExitUsage, "unknown flag: --polcy"},
 		{"namespace conflict", []string{"dry-run", "-p", memory, "-f", pod, "-n", "other"}, ExitUsage, `is in namespace "sandboxes", not --namespace "other"`},

@@ -1,16 +1,9 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
-
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // object is one input document: a pod, a workload with a pod template, or
@@ -35,37 +28,6 @@ var templatePaths = map[string][]string{
 	"Job":                   {"spec", "template"},
 	"CronJob":               {"spec", "jobTemplate", "spec", "template"},
 	"PodTemplate":           {"template"},
-}
-
-// readDocuments splits multi-document YAML or JSON into documents, in order.
-// Empty documents are dropped.
-func readDocuments(r io.Reader) ([]map[string]any, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	var docs []map[string]any
-	for i := 1; ; i++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading document %d: %w", i, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if string(js) == "null" {
-			continue // only comments
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(js, &doc); err != nil {
-			return nil, fmt.Errorf("document %d is not an object: %w", i, err)
-		}
-		docs = append(docs, doc)
-	}
 }
 
 // isList reports whether doc is a List (v1 List or a typed FooList).
@@ -142,6 +104,20 @@ func (o object) setPod(podJSON []byte) error {
 		}
 	}
 	return nil
+}
+
+// fieldPath rewrites a strict decoding error of the pod (unknown field
+// "spec.x") to name the field inside the object (unknown field
+// "spec.template.spec.x" in a Deployment).
+func (o object) fieldPath(msg string) string {
+	if o.templatePath == "" {
+		return msg
+	}
+	prefix := strings.ReplaceAll(strings.TrimPrefix(o.templatePath, "/"), "/", ".") + "."
+	if i := strings.Index(msg, `"`); i >= 0 {
+		return msg[:i+1] + prefix + msg[i+1:]
+	}
+	return msg
 }
 
 // displayName is "Kind namespace/name" for reports.

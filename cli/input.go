@@ -1,0 +1,695 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+)
+
+// maxObjectBytes bounds one input object: a YAML or JSON document, or one
+// item of a List, which is read item by item. The apiserver refuses a request
+// body over 3 MiB, so no object it stores comes near it.
+const maxObjectBytes = 8 << 20
+
+// The input is read one document, and in a List one item, at a time:
+// memory is bounded by the largest object, not by the input. A visitor sees
+// the objects in input order.
+type visitor interface {
+	// object is one document that is not a List (a map, or another YAML
+	// value).
+	object(pos position, doc map[string]any) error
+	// listStart opens a List document; head holds the keys read before
+	// its items.
+	listStart(pos position, head map[string]any) error
+	// listItem is one item of the open List.
+	listItem(pos position, item any) error
+	// listEnd closes the List; tail holds the keys read after its items.
+	listEnd(pos position, tail map[string]any) error
+}
+
+// position names where an object is in the input, for messages.
+type position struct {
+	source string // file name, or "stdin"
+	doc    int    // 1-based document number
+	item   int    // 1-based item number in a List, 0 for the document
+}
+
+func (p position) String() string {
+	s := fmt.Sprintf("%s: document %d", p.source, p.doc)
+	if p.item > 0 {
+		s += fmt.Sprintf(", item %d", p.item)
+	}
+	return s
+}
+
+// inputFiles expands -f arguments as kubectl does: "-" is stdin (once), a
+// directory holds its *.json, *.yaml and *.yml files (and with recursive
+// those of its subdirectories), in lexical order; a file named directly is
+// read whatever its extension.
+func inputFiles(names []string, recursive bool) ([]string, error) {
+	var out []string
+	stdin := false
+	for _, name := range names {
+		if name == "-" {
+			if stdin {
+				return nil, usageErrorf("-f -: stdin can be read only once")
+			}
+			stdin = true
+			out = append(out, name)
+			continue
+		}
+		st, err := os.Stat(name)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, name)
+			continue
+		}
+		err = filepath.WalkDir(name, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != name && !recursive {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch filepath.Ext(path) {
+			case ".json", ".yaml", ".yml":
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readStream reads one input stream and hands its objects to v. As kubectl
+// does, a stream whose first non-space byte is '{' is JSON (one or more
+// concatenated values), any other YAML ("---"-separated documents).
+func readStream(source string, r io.Reader, v visitor) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			_, _ = br.ReadByte()
+			continue
+		case '{':
+			return readJSON(source, br, v)
+		}
+		return (&yamlReader{source: source, lines: lineReader{r: br}, v: v}).run()
+	}
+}
+
+// errTooLarge says that one object exceeds maxObjectBytes.
+func errTooLarge(pos position) error {
+	return fmt.Errorf("%s: larger than %d MiB: an object the apiserver could store is far smaller (split a List's items across documents or files if they are genuinely this large)", pos, maxObjectBytes>>20)
+}
+
+// lineReader returns the lines of a stream one at a time, and can push one
+// back.
+type lineReader struct {
+	r       *bufio.Reader
+	long    []byte
+	back    []byte
+	hasBack bool
+}
+
+// next returns the next line with its "\n" (the last may lack it), valid
+// until the following call; io.EOF at the end. A line longer than limit is
+// errLineTooLong.
+func (l *lineReader) next(limit int) ([]byte, error) {
+	if l.hasBack {
+		l.hasBack = false
+		return l.back, nil
+	}
+	line, err := l.r.ReadSlice('\n')
+	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
+		return line, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	l.long = append(l.long[:0], line...)
+	for {
+		line, err = l.r.ReadSlice('\n')
+		l.long = append(l.long, line...)
+		if len(l.long) > limit {
+			return nil, errLineTooLong
+		}
+		switch {
+		case err == nil, errors.Is(err, io.EOF):
+			return l.long, nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return nil, err
+		}
+	}
+}
+
+func (l *lineReader) pushBack(line []byte) {
+	l.back = append(l.back[:0], line...)
+	l.hasBack = true
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// yamlReader splits a YAML stream into documents and streams the items of a
+// List written in block style (an "items:" key at the start of a line,
+// followed by "- " entries, as kubectl get -o yaml prints it). Each item is
+// parsed on its own, with the columns it has in the document, so it reads
+// exactly as it does inside the List.
+type yamlReader struct {
+	source string
+	lines  lineReader
+	v      visitor
+	doc    int
+}
+
+func (y *yamlReader) run() error {
+	for {
+		y.doc++
+		more, err := y.document()
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// isSeparator reports whether line is a "---" document separator (possibly
+// followed by a comment).
+func isSeparator(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("---"))
+	if !ok {
+		return false
+	}
+	t := bytes.TrimSpace(rest)
+	return len(t) == 0 || t[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
+}
+
+// blankOrComment reports whether line holds no YAML content.
+func blankOrComment(line []byte) bool {
+	t := bytes.TrimSpace(line)
+	return len(t) == 0 || t[0] == '#'
+}
+
+// indent returns the number of leading spaces of line.
+func indent(line []byte) int {
+	n := 0
+	for n < len(line) && line[n] == ' ' {
+		n++
+	}
+	return n
+}
+
+// isItemsKey reports whether line is a top-level "items:" key with nothing
+// after it but a comment.
+func isItemsKey(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("items:"))
+	return ok && blankOrComment(rest)
+}
+
+// isEntry reports whether line starts a block sequence entry at column col.
+func isEntry(line []byte, col int) bool {
+	if indent(line) != col || len(line) <= col || line[col] != '-' {
+		return false
+	}
+	return len(line) == col+1 || line[col+1] == ' ' || line[col+1] == '\n' || line[col+1] == '\r'
+}
+
+// document reads one document; more is false at the end of the stream.
+func (y *yamlReader) document() (more bool, err error) {
+	pos := position{source: y.source, doc: y.doc}
+	var buf []byte
+	for {
+		line, err := y.lines.next(maxObjectBytes)
+		switch {
+		case errors.Is(err, io.EOF):
+			return false, y.whole(pos, buf)
+		case errors.Is(err, errLineTooLong):
+			return false, errTooLarge(pos)
+		case err != nil:
+			return false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if isSeparator(line) {
+			return true, y.whole(pos, buf)
+		}
+		if isItemsKey(line) {
+			col, ok, err := y.entryColumn(&buf, line, pos)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				return y.list(pos, buf, col)
+			}
+			continue
+		}
+		if len(buf)+len(line) > maxObjectBytes {
+			return false, errTooLarge(pos)
+		}
+		buf = append(buf, line...)
+	}
+}
+
+// entryColumn looks past an "items:" line for the first sequence entry. When
+// there is one it returns its column; otherwise the lines read are appended
+// to buf, the next one is pushed back, and ok is false.
+func (y *yamlReader) entryColumn(buf *[]byte, itemsLine []byte, pos position) (col int, ok bool, err error) {
+	*buf = append(*buf, itemsLine...)
+	mark := len(*buf)
+	for {
+		line, err := y.lines.next(maxObjectBytes)
+		switch {
+		case errors.Is(err, io.EOF):
+			return 0, false, nil
+		case errors.Is(err, errLineTooLong):
+			return 0, false, errTooLarge(pos)
+		case err != nil:
+			return 0, false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if !isSeparator(line) && blankOrComment(line) {
+			*buf = append(*buf, line...)
+			continue
+		}
+		if c := indent(line); !isSeparator(line) && isEntry(line, c) {
+			*buf = (*buf)[:mark-len(itemsLine)]
+			y.lines.pushBack(line)
+			return c, true, nil
+		}
+		y.lines.pushBack(line)
+		return 0, false, nil
+	}
+}
+
+// list streams the items of a List whose entries start at column col; head
+// is the text before "items:".
+func (y *yamlReader) list(pos position, head []byte, col int) (more bool, err error) {
+	headDoc, err := parseYAMLObject(pos, head)
+	if err != nil {
+		return false, err
+	}
+	if headDoc == nil {
+		headDoc = map[string]any{}
+	}
+	if err := y.v.listStart(pos, headDoc); err != nil {
+		return false, err
+	}
+	var item []byte
+	n := 0
+	flush := func() error {
+		if item == nil {
+			return nil
+		}
+		n++
+		ipos := pos
+		ipos.item = n
+		v, err := parseYAML(ipos, item)
+		if err != nil {
+			return err
+		}
+		item = item[:0]
+		return y.v.listItem(ipos, v)
+	}
+	var tail []byte
+	inTail := false
+	for {
+		line, err := y.lines.next(maxObjectBytes)
+		eof := errors.Is(err, io.EOF)
+		switch {
+		case eof:
+		case errors.Is(err, errLineTooLong):
+			return false, errTooLarge(pos)
+		case err != nil:
+			return false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if eof || isSeparator(line) {
+			if !inTail {
+				if err := flush(); err != nil {
+					return false, err
+				}
+			}
+			tailDoc, err := parseYAMLObject(pos, tail)
+			if err != nil {
+				return false, err
+			}
+			if tailDoc == nil {
+				tailDoc = map[string]any{}
+			}
+			return !eof, y.v.listEnd(pos, tailDoc)
+		}
+		switch {
+		case inTail:
+			if len(tail)+len(line) > maxObjectBytes {
+				return false, errTooLarge(pos)
+			}
+			tail = append(tail, line...)
+		case isEntry(line, col):
+			if err := flush(); err != nil {
+				return false, err
+			}
+			if item == nil {
+				item = []byte{}
+			}
+			// The entry's dash becomes a space: the item keeps its
+			// columns, and so reads as it does inside the sequence.
+			item = append(item, line...)
+			item[col] = ' '
+		case blankOrComment(line) || indent(line) > col:
+			if item == nil {
+				continue
+			}
+			if len(item)+len(line) > maxObjectBytes {
+				p := pos
+				p.item = n + 1
+				return false, errTooLarge(p)
+			}
+			item = append(item, line...)
+		default:
+			if err := flush(); err != nil {
+				return false, err
+			}
+			inTail = true
+			tail = append(tail, line...)
+		}
+	}
+}
+
+// whole parses a document that is not streamed item by item and hands it to
+// the visitor: a List's items one by one, any other object as one.
+func (y *yamlReader) whole(pos position, text []byte) error {
+	v, err := parseYAML(pos, text)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return nil // empty, or only comments
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s is not an object", pos)
+	}
+	return visitDocument(pos, doc, y.v)
+}
+
+// visitDocument hands a parsed document to v.
+func visitDocument(pos position, doc map[string]any, v visitor) error {
+	if !isList(doc) {
+		return v.object(pos, doc)
+	}
+	items := doc["items"].([]any)
+	head := make(map[string]any, len(doc))
+	for k, val := range doc {
+		if k != "items" {
+			head[k] = val
+		}
+	}
+	if err := v.listStart(pos, head); err != nil {
+		return err
+	}
+	for i, it := range items {
+		ipos := pos
+		ipos.item = i + 1
+		if err := v.listItem(ipos, it); err != nil {
+			return err
+		}
+	}
+	return v.listEnd(pos, map[string]any{})
+}
+
+// parseYAML parses one YAML document (or List item) into JSON-compatible
+// values, after bounding what its aliases expand to.
+func parseYAML(pos position, text []byte) (any, error) {
+	if len(bytes.TrimSpace(text)) == 0 {
+		return nil, nil
+	}
+	if err := checkAliases(text); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	js, err := yaml.YAMLToJSON(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	return v, nil
+}
+
+// parseYAMLObject parses the text around a List's items: an object, or
+// nothing.
+func parseYAMLObject(pos position, text []byte) (map[string]any, error) {
+	v, err := parseYAML(pos, text)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object", pos)
+	}
+	return m, nil
+}
+
+// checkAliases refuses a document whose aliases expand beyond
+// maxObjectBytes: a small file of aliases to aliases (a "billion laughs")
+// would otherwise expand to gigabytes when converted to JSON.
+func checkAliases(text []byte) error {
+	if !bytes.Contains(text, []byte("&")) || !bytes.Contains(text, []byte("*")) {
+		return nil // no anchor or no alias: nothing expands
+	}
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(text, &root); err != nil {
+		return nil // the parser proper reports it
+	}
+	sizes := map[*yamlv3.Node]int{}
+	var size func(n *yamlv3.Node) int
+	size = func(n *yamlv3.Node) int {
+		if s, ok := sizes[n]; ok {
+			return s
+		}
+		sizes[n] = 0 // a cycle counts as nothing while it is measured
+		s := len(n.Value) + 4
+		if n.Kind == yamlv3.AliasNode && n.Alias != nil {
+			s = size(n.Alias)
+		}
+		for _, c := range n.Content {
+			s += size(c)
+			if s > maxObjectBytes {
+				break
+			}
+		}
+		sizes[n] = s
+		return s
+	}
+	if size(&root) > maxObjectBytes {
+		return fmt.Errorf("YAML aliases expand to more than %d MiB; write the values out, or use fewer aliases", maxObjectBytes>>20)
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it and fails a read once
+// more than maxObjectBytes were read since mark: the JSON decoder buffers a
+// whole value, so this bounds the memory one value can take.
+type countingReader struct {
+	r    io.Reader
+	n    int64
+	mark int64
+	pos  position
+	err  error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.n-c.mark > maxObjectBytes {
+		c.err = errTooLarge(c.pos)
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// jsonReader reads a stream of JSON values, and the items of a List value
+// one at a time.
+type jsonReader struct {
+	cr  *countingReader
+	dec *json.Decoder
+	v   visitor
+}
+
+func readJSON(source string, r io.Reader, v visitor) error {
+	cr := &countingReader{r: r}
+	j := &jsonReader{cr: cr, dec: json.NewDecoder(cr), v: v}
+	for doc := 1; ; doc++ {
+		more, err := j.document(position{source: source, doc: doc})
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// start begins a new object for the size bound.
+func (j *jsonReader) start(pos position) {
+	j.cr.mark, j.cr.pos, j.cr.err = j.cr.n, pos, nil
+}
+
+// wrap names pos in err, or returns the size bound's error.
+func (j *jsonReader) wrap(pos position, err error) error {
+	if j.cr.err != nil {
+		return j.cr.err
+	}
+	return fmt.Errorf("%s: %w", pos, err)
+}
+
+func (j *jsonReader) token(pos position) (json.Token, error) {
+	tok, err := j.dec.Token()
+	if err != nil {
+		return nil, j.wrap(pos, err)
+	}
+	return tok, nil
+}
+
+// value decodes the next value whole.
+func (j *jsonReader) value(pos position) (any, error) {
+	var v any
+	if err := j.dec.Decode(&v); err != nil {
+		return nil, j.wrap(pos, err)
+	}
+	return v, nil
+}
+
+// rest decodes the rest of a value whose first token is tok.
+func (j *jsonReader) rest(pos position, tok json.Token) (any, error) {
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	switch d {
+	case '{':
+		m := map[string]any{}
+		for j.dec.More() {
+			k, err := j.token(pos)
+			if err != nil {
+				return nil, err
+			}
+			v, err := j.value(pos)
+			if err != nil {
+				return nil, err
+			}
+			m[k.(string)] = v
+		}
+		_, err := j.token(pos)
+		return m, err
+	case '[':
+		a := []any{}
+		for j.dec.More() {
+			v, err := j.value(pos)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := j.token(pos)
+		return a, err
+	}
+	return nil, fmt.Errorf("%s: unexpected %v", pos, d)
+}
+
+func (j *jsonReader) document(pos position) (more bool, err error) {
+	j.start(pos)
+	tok, err := j.dec.Token()
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, j.wrap(pos, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return false, fmt.Errorf("%s is not an object", pos)
+	}
+	head := map[string]any{}
+	cur := head
+	listed := false
+	for j.dec.More() {
+		tok, err := j.token(pos)
+		if err != nil {
+			return false, err
+		}
+		key, _ := tok.(string)
+		kind, _ := head["kind"].(string)
+		if key == "items" && !listed && (kind == "" || strings.HasSuffix(kind, "List")) {
+			first, err := j.token(pos)
+			if err != nil {
+				return false, err
+			}
+			if d, ok := first.(json.Delim); ok && d == '[' {
+				if err := j.items(pos, head); err != nil {
+					return false, err
+				}
+				listed = true
+				cur = map[string]any{}
+				j.start(pos)
+				continue
+			}
+			v, err := j.rest(pos, first)
+			if err != nil {
+				return false, err
+			}
+			cur[key] = v
+			continue
+		}
+		v, err := j.value(pos)
+		if err != nil {
+			return false, err
+		}
+		cur[key] = v
+	}
+	if _, err := j.token(pos); err != nil {
+		return false, err
+	}
+	if listed {
+		return true, j.v.listEnd(pos, cur)
+	}
+	return true, visitDocument(pos, head, j.v)
+}
+
+// items streams the items of a List, its "[" read.
+func (j *jsonReader) items(pos position, head map[string]any) error {
+	if err := j.v.listStart(pos, head); err != nil {
+		return err
+	}
+	for n := 1; j.dec.More(); n++ {
+		ipos := pos
+		ipos.item = n
+		j.start(ipos)
+		v, err := j.value(ipos)
+		if err != nil {
+			return err
+		}
+		if err := j.v.listItem(ipos, v); err != nil {
+			return err
+		}
+	}
+	_, err := j.token(pos)
+	return err
+}

@@ -1,0 +1,611 @@
+package cli
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// pipeline is dry-run's input-to-output path: every object is read, mutated,
+// reported and written before the next is read, so memory does not grow
+// with the number of objects.
+type pipeline struct {
+	o           *dryRunOptions
+	set         *policy.Set
+	opts        mutate.Options
+	namespaces  map[string]map[string]string
+	extraLabels map[string]string
+	report      *reportWriter
+	out         outputWriter
+	summary     *fleetSummary
+	progress    *progress
+
+	objects, pods, rejected int
+	// unknownNamespaces are the namespaces already reported as missing
+	// from --namespaces.
+	unknownNamespaces map[string]bool
+	// mapPods are kept for --map only, which compares them at the end.
+	mapPods []*dryRunPod
+	// listKind is the kind named in the head of the open List.
+	listKind string
+}
+
+// quiet reports whether per-object reports are left out (-o summary).
+func (p *pipeline) quiet() bool { return p.o.output == "summary" }
+
+func (p *pipeline) object(pos position, doc map[string]any) error {
+	if err := p.process(pos, doc, 0); err != nil {
+		return err
+	}
+	return p.out.object(doc)
+}
+
+func (p *pipeline) listStart(_ position, head map[string]any) error {
+	p.listKind, _ = head["kind"].(string)
+	return p.out.listStart(head)
+}
+
+func (p *pipeline) listItem(pos position, item any) error {
+	if doc, ok := item.(map[string]any); ok {
+		if err := p.process(pos, doc, 1); err != nil {
+			return err
+		}
+	} else {
+		p.objects++
+		p.note("%s: not an object: passed through unchanged", pos)
+	}
+	return p.out.listItem(item)
+}
+
+func (p *pipeline) listEnd(pos position, tail map[string]any) error {
+	kind := p.listKind
+	if k, ok := tail["kind"].(string); ok {
+		kind = k
+	}
+	if !strings.HasSuffix(kind, "List") {
+		return fmt.Errorf("%s: has an items list but its kind %q is not a List", pos, kind)
+	}
+	return p.out.listEnd(tail)
+}
+
+// note prints a line about an object that is not a pod.
+func (p *pipeline) note(format string, args ...any) {
+	if !p.quiet() {
+		p.report.line(format, args...)
+	}
+}
+
+// podKinds are the kinds dry-run mutates, for the hint on a miscased kind.
+var podKinds = append(slices.Sorted(func(yield func(string) bool) {
+	for k := range templatePaths {
+		if !yield(k) {
+			return
+		}
+	}
+}), "Pod")
+
+// process runs one object through the core and reports it. depth is how
+// deeply it is nested in Lists.
+func (p *pipeline) process(pos position, doc map[string]any, depth int) error {
+	p.objects++
+	p.progress.tick(p.objects)
+	if isList(doc) {
+		// A List inside a List: kubectl flattens it, so its items are
+		// mutated in place, within the object that holds them.
+		items := doc["items"].([]any)
+		p.note("%s: a %s inside a List: its %d items are mutated in place", displayName(doc, ""), doc["kind"], len(items))
+		p.summary.nestedLists++
+		for i, it := range items {
+			ipos := pos
+			ipos.item = i + 1
+			if m, ok := it.(map[string]any); ok {
+				if err := p.process(ipos, m, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	obj := classify(doc)
+	if !obj.hasPod() {
+		p.passThrough(pos, doc)
+		return nil
+	}
+	ns, err := p.namespaceOf(doc)
+	if err != nil {
+		return err
+	}
+	dp, err := dryRunObject(obj, ns, p.set, p.opts, p.o.output == "diff")
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", pos, displayName(doc, ns.Name), err)
+	}
+	p.pods++
+	if !p.quiet() {
+		writeReport(p.report, dp)
+	}
+	var problems []string
+	if p.o.check {
+		problems = checkProblems(dp)
+		if len(problems) > 0 {
+			p.rejected++
+		}
+		if !p.quiet() {
+			writeCheck(p.report, dp, problems)
+		}
+	}
+	p.summary.add(dp, problems)
+	if p.o.mapCompare {
+		p.mapPods = append(p.mapPods, dp)
+	}
+	return p.out.pod(dp)
+}
+
+// passThrough says why an object is left as it is.
+func (p *pipeline) passThrough(pos position, doc map[string]any) {
+	kind, _ := doc["kind"].(string)
+	md, _ := doc["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	if ns == "" {
+		ns = cmp.Or(p.o.namespace, "default")
+	}
+	name := displayName(doc, ns)
+	p.summary.passed++
+	for _, k := range podKinds {
+		if kind != k && strings.EqualFold(kind, k) {
+			p.note("%s: kind %q is not %q (kinds are case-sensitive; the apiserver knows no %q): passed through unchanged", name, kind, k, kind)
+			if p.o.check {
+				p.rejected++
+				p.summary.reject(fmt.Sprintf("no kind %q is registered", kind))
+				if !p.quiet() {
+					p.report.line("check: %s: would be rejected: no kind %q is registered (did you mean %q?)", name, kind, k)
+				}
+			}
+			return
+		}
+	}
+	switch {
+	case kind == "":
+		p.note("%s: an object without a kind: passed through unchanged", pos)
+	default:
+		p.note("%s: not a pod or a workload with a pod template: passed through unchanged", name)
+	}
+}
+
+// namespaceOf resolves the namespace of an object: its own, else --namespace,
+// else "default"; an object naming a namespace other than --namespace is an
+// error, as with kubectl.
+func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
+	o := p.o
+	md, _ := doc["metadata"].(map[string]any)
+	name, _ := md["namespace"].(string)
+	switch {
+	case name == "" && o.namespace != "":
+		name = o.namespace
+	case name == "":
+		name = "default"
+	case o.namespace != "" && name != o.namespace:
+		return mutate.Namespace{}, usageErrorf("%s is in namespace %q, not --namespace %q", displayName(doc, ""), name, o.namespace)
+	}
+	known, ok := p.namespaces[name]
+	if !ok && o.namespacesFile != "" && !p.unknownNamespaces[name] {
+		if p.unknownNamespaces == nil {
+			p.unknownNamespaces = map[string]bool{}
+		}
+		p.unknownNamespaces[name] = true
+		p.summary.unknownNamespaces++
+		p.note("note: namespace %q is not in --namespaces %s: the policies and --check see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
+	}
+	labels := make(map[string]string, len(known)+len(p.extraLabels)+1)
+	labels["kubernetes.io/metadata.name"] = name
+	for k, v := range known {
+		labels[k] = v
+	}
+	for k, v := range p.extraLabels {
+		labels[k] = v
+	}
+	return mutate.Namespace{Name: name, Labels: labels}, nil
+}
+
+// reportWriter writes dry-run's report lines. Every line has its control
+// characters escaped: names and reasons come from the input, and a pod
+// named "\x1b[2J" must not clear the terminal.
+type reportWriter struct{ w io.Writer }
+
+func (r *reportWriter) line(format string, args ...any) {
+	fmt.Fprintf(r.w, "%s\n", escapeControl(fmt.Sprintf(format, args...)))
+}
+
+// escapeControl replaces control characters and invalid UTF-8 with Go
+// escapes, keeping everything else (text is not quoted).
+func escapeControl(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// outputWriter writes the -o output as the objects come.
+type outputWriter interface {
+	object(doc map[string]any) error
+	listStart(head map[string]any) error
+	listItem(item any) error
+	listEnd(tail map[string]any) error
+	pod(p *dryRunPod) error
+	close() error
+	writer() io.Writer
+}
+
+func newOutputWriter(format string, w *bufio.Writer) outputWriter {
+	switch format {
+	case "yaml":
+		return &yamlOutput{w: w}
+	case "json":
+		return &jsonOutput{w: w}
+	case "patch":
+		return &patchOutput{w: w}
+	case "diff":
+		return &diffOutput{w: w}
+	}
+	return &summaryOutput{w: w}
+}
+
+// splitKeys returns the keys of m that sort before "items" and after it.
+func splitKeys(m map[string]any) (before, after []string) {
+	for k := range m {
+		switch {
+		case k < "items":
+			before = append(before, k)
+		case k > "items":
+			after = append(after, k)
+		}
+	}
+	sort.Strings(before)
+	sort.Strings(after)
+	return before, after
+}
+
+func subMap(m map[string]any, keys []string) map[string]any {
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// yamlOutput prints documents separated by "---", a List as one document
+// whose items are written as they come: byte for byte what marshalling the
+// whole List gives (keys in order, "items" at its place), because each item
+// is marshalled at the column it has in the List.
+type yamlOutput struct {
+	w     *bufio.Writer
+	docs  int
+	items int
+	after map[string]any
+}
+
+func (y *yamlOutput) writer() io.Writer { return y.w }
+
+func (y *yamlOutput) separate() {
+	if y.docs > 0 {
+		y.w.WriteString("---\n")
+	}
+	y.docs++
+}
+
+func (y *yamlOutput) object(doc map[string]any) error {
+	y.separate()
+	return y.marshal(doc)
+}
+
+func (y *yamlOutput) marshal(v any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = y.w.Write(b)
+	return err
+}
+
+func (y *yamlOutput) listStart(head map[string]any) error {
+	y.separate()
+	before, after := splitKeys(head)
+	y.items, y.after = 0, subMap(head, after)
+	if len(before) == 0 {
+		return nil
+	}
+	return y.marshal(subMap(head, before))
+}
+
+const itemsKey = "items:\n"
+
+func (y *yamlOutput) listItem(item any) error {
+	if y.items == 0 {
+		y.w.WriteString(itemsKey)
+	}
+	y.items++
+	b, err := yaml.Marshal(map[string]any{"items": []any{item}})
+	if err != nil {
+		return err
+	}
+	_, err = y.w.Write(b[len(itemsKey):])
+	return err
+}
+
+// listEnd writes the keys after "items". Keys that sort before "items" but
+// come after the items in the input (unusual: kubectl writes apiVersion
+// first) are written here too, as they cannot be moved back.
+func (y *yamlOutput) listEnd(tail map[string]any) error {
+	if y.items == 0 {
+		y.w.WriteString("items: []\n")
+	}
+	for k, v := range tail {
+		y.after[k] = v
+	}
+	if len(y.after) == 0 {
+		return nil
+	}
+	return y.marshal(y.after)
+}
+
+func (*yamlOutput) pod(*dryRunPod) error { return nil }
+func (*yamlOutput) close() error         { return nil }
+
+// jsonOutput prints each document as indented JSON; a List is written as
+// its items come, exactly as json.MarshalIndent of the whole List.
+type jsonOutput struct {
+	w     *bufio.Writer
+	items int
+	after map[string]any
+}
+
+func (j *jsonOutput) writer() io.Writer { return j.w }
+
+func (j *jsonOutput) object(doc map[string]any) error {
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	j.w.Write(b)
+	return j.w.WriteByte('\n')
+}
+
+func (j *jsonOutput) field(k string, v any) error {
+	key, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	j.w.WriteString("  ")
+	j.w.Write(key)
+	j.w.WriteString(": ")
+	_, err = j.w.Write(b)
+	return err
+}
+
+func (j *jsonOutput) listStart(head map[string]any) error {
+	before, after := splitKeys(head)
+	j.items, j.after = 0, subMap(head, after)
+	j.w.WriteString("{\n")
+	for _, k := range before {
+		if err := j.field(k, head[k]); err != nil {
+			return err
+		}
+		j.w.WriteString(",\n")
+	}
+	_, err := j.w.WriteString(`  "items": [`)
+	return err
+}
+
+func (j *jsonOutput) listItem(item any) error {
+	if j.items > 0 {
+		j.w.WriteByte(',')
+	}
+	j.items++
+	b, err := json.MarshalIndent(item, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	j.w.WriteString("\n    ")
+	_, err = j.w.Write(b)
+	return err
+}
+
+func (j *jsonOutput) listEnd(tail map[string]any) error {
+	if j.items > 0 {
+		j.w.WriteString("\n  ]")
+	} else {
+		j.w.WriteString("]")
+	}
+	for k, v := range tail {
+		j.after[k] = v
+	}
+	_, after := splitKeys(j.after)
+	for k := range j.after {
+		if k < "items" {
+			after = append(after, k) // see yamlOutput.listEnd
+		}
+	}
+	for _, k := range after {
+		j.w.WriteString(",\n")
+		if err := j.field(k, j.after[k]); err != nil {
+			return err
+		}
+	}
+	_, err := j.w.WriteString("\n}\n")
+	return err
+}
+
+func (*jsonOutput) pod(*dryRunPod) error { return nil }
+func (*jsonOutput) close() error         { return nil }
+
+// patchOutput prints the JSONPatch of one pod as a JSON array, of several
+// one {"object": ..., "patch": [...]} per line. Until a second pod comes,
+// the first is held back.
+type patchOutput struct {
+	w       *bufio.Writer
+	n       int
+	pending patchLine
+}
+
+type patchLine struct {
+	Object string          `json:"object"`
+	Patch  json.RawMessage `json:"patch"`
+}
+
+func (p *patchOutput) writer() io.Writer            { return p.w }
+func (*patchOutput) object(map[string]any) error    { return nil }
+func (*patchOutput) listStart(map[string]any) error { return nil }
+func (*patchOutput) listItem(any) error             { return nil }
+func (*patchOutput) listEnd(map[string]any) error   { return nil }
+
+func (p *patchOutput) pod(dp *dryRunPod) error {
+	line := patchLine{Object: dp.name, Patch: nonNullPatch(dp.patch)}
+	p.n++
+	switch p.n {
+	case 1:
+		p.pending = line
+		return nil
+	case 2:
+		if err := writePatchLine(p.w, p.pending); err != nil {
+			return err
+		}
+		p.pending = patchLine{}
+	}
+	return writePatchLine(p.w, line)
+}
+
+func (p *patchOutput) close() error {
+	if p.n == 1 {
+		return writePatch(p.w, p.pending.Patch)
+	}
+	return nil
+}
+
+func writePatchLine(w io.Writer, l patchLine) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// diffOutput prints a unified diff of every changed pod object, one by one.
+type diffOutput struct{ w *bufio.Writer }
+
+func (d *diffOutput) writer() io.Writer            { return d.w }
+func (*diffOutput) object(map[string]any) error    { return nil }
+func (*diffOutput) listStart(map[string]any) error { return nil }
+func (*diffOutput) listItem(any) error             { return nil }
+func (*diffOutput) listEnd(map[string]any) error   { return nil }
+func (*diffOutput) close() error                   { return nil }
+
+func (d *diffOutput) pod(p *dryRunPod) error {
+	if !p.changed {
+		return nil
+	}
+	after, err := afterYAML(p)
+	if err != nil {
+		return err
+	}
+	name := escapeControl(p.name)
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A:        lines(p.before),
+		B:        lines(after),
+		FromFile: "a/" + name,
+		ToFile:   "b/" + name,
+		Context:  3,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(d.w, diff)
+	return err
+}
+
+// summaryOutput writes nothing per object: -o summary prints the fleet
+// summary at the end.
+type summaryOutput struct{ w *bufio.Writer }
+
+func (s *summaryOutput) writer() io.Writer            { return s.w }
+func (*summaryOutput) object(map[string]any) error    { return nil }
+func (*summaryOutput) listStart(map[string]any) error { return nil }
+func (*summaryOutput) listItem(any) error             { return nil }
+func (*summaryOutput) listEnd(map[string]any) error   { return nil }
+func (*summaryOutput) pod(*dryRunPod) error           { return nil }
+func (*summaryOutput) close() error                   { return nil }
+
+// progress shows a count of objects on a terminal's stderr when the
+// per-object report is off (-o summary) and the input is large.
+type progress struct {
+	w      io.Writer
+	shown  bool
+	active bool
+}
+
+func newProgress(w io.Writer, wanted bool) *progress {
+	f, ok := w.(*os.File)
+	if !wanted {
+		ok = false
+	}
+	if !ok {
+		return &progress{}
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return &progress{}
+	}
+	return &progress{w: w, active: true}
+}
+
+func (p *progress) tick(n int) {
+	if p.active && n%1000 == 0 {
+		fmt.Fprintf(p.w, "\rdry-run: %d objects read", n)
+		p.shown = true
+	}
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}
