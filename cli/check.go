@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	psaapi "k8s.io/pod-security-admission/api"
@@ -46,6 +47,11 @@ func writeCheck(w *reportWriter, p *dryRunPod, problems []string) {
 
 const psaEnforceLabel = psaapi.EnforceLevelLabel
 
+// psaEvaluator is built once: a fleet's pods share it.
+var psaEvaluator = sync.OnceValues(func() (psapolicy.Evaluator, error) {
+	return psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+})
+
 // podSecurityProblems evaluates the pod against the namespace's enforced
 // Pod Security level with the apiserver's own checks.
 func podSecurityProblems(pod *corev1.Pod, level string) []string {
@@ -56,7 +62,7 @@ func podSecurityProblems(pod *corev1.Pod, level string) []string {
 	if lvl == psaapi.LevelPrivileged {
 		return nil
 	}
-	eval, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	eval, err := psaEvaluator()
 	if err != nil {
 		return []string{fmt.Sprintf("evaluating Pod Security: %v", err)}
 	}

@@ -211,7 +211,7 @@ func (p *pipeline) finish(errOut io.Writer) error {
 func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.Options, withBefore bool) (*dryRunPod, error) {
 	p := &dryRunPod{name: displayName(obj.doc, ns.Name), ns: ns}
 	if withBefore {
-		before, err := yaml.Marshal(obj.doc)
+		before, err := marshalYAML(obj.doc)
 		if err != nil {
 			return nil, err
 		}

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
-	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // maxObjectBytes bounds one input object: a YAML or JSON document, or one
@@ -339,6 +339,9 @@ func (y *yamlReader) list(pos position, head []byte, col int) (more bool, err er
 		switch {
 		case eof:
 		case errors.Is(err, errLineTooLong):
+			if !inTail {
+				pos.item = n + 1
+			}
 			return false, errTooLarge(pos)
 		case err != nil:
 			return false, fmt.Errorf("%s: %w", pos, err)
@@ -520,12 +523,12 @@ type countingReader struct {
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
-	if c.n-c.mark > maxObjectBytes {
-		c.err = errTooLarge(c.pos)
-		return 0, c.err
-	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.n-c.mark > maxObjectBytes {
+		c.err = errTooLarge(c.pos)
+		return n, c.err
+	}
 	return n, err
 }
 
@@ -572,7 +575,7 @@ func (j *jsonReader) token(pos position) (json.Token, error) {
 // value decodes the next value whole.
 func (j *jsonReader) value(pos position) (any, error) {
 	var v any
-	if err := j.dec.Decode(&v); err != nil {
+	if err := j.dec.Decode(&v); err != nil || j.cr.err != nil {
 		return nil, j.wrap(pos, err)
 	}
 	return v, nil

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -334,7 +333,7 @@ func (y *yamlOutput) object(doc map[string]any) error {
 }
 
 func (y *yamlOutput) marshal(v any) error {
-	b, err := yaml.Marshal(v)
+	b, err := marshalYAML(v)
 	if err != nil {
 		return err
 	}
@@ -359,7 +358,7 @@ func (y *yamlOutput) listItem(item any) error {
 		y.w.WriteString(itemsKey)
 	}
 	y.items++
-	b, err := yaml.Marshal(map[string]any{"items": []any{item}})
+	b, err := marshalYAML(map[string]any{"items": []any{item}})
 	if err != nil {
 		return err
 	}
