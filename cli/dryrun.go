@@ -244,16 +244,8 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if err != nil {
 		return nil, err
 	}
-	patch, err := jsonpatch.DecodePatch(opsJSON)
-	if err != nil {
-		return nil, err
-	}
-	patched, err := patch.Apply(raw)
-	if err != nil {
+	if err := applyPatch(obj.podMap(), opsJSON); err != nil {
 		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
-	}
-	if err := obj.setPod(patched); err != nil {
-		return nil, err
 	}
 	p.changed = true
 	// Report the patch relative to the object, as it applies to the input.

@@ -83,27 +83,13 @@ func (o object) podJSON() ([]byte, error) {
 	return json.Marshal(pod)
 }
 
-// setPod writes the mutated pod JSON back into the object.
-func (o object) setPod(podJSON []byte) error {
-	var pod map[string]any
-	if err := json.Unmarshal(podJSON, &pod); err != nil {
-		return err
-	}
+// podMap returns the map the pod's JSONPatch applies to: the object itself
+// for a Pod, the template (its metadata and spec) for a workload.
+func (o object) podMap() map[string]any {
 	if o.isPod {
-		for k := range o.doc {
-			delete(o.doc, k)
-		}
-		for k, v := range pod {
-			o.doc[k] = v
-		}
-		return nil
+		return o.doc
 	}
-	for _, k := range []string{"metadata", "spec"} {
-		if v, ok := pod[k]; ok {
-			o.tmpl[k] = v
-		}
-	}
-	return nil
+	return o.tmpl
 }
 
 // fieldPath rewrites a strict decoding error of the pod (unknown field
