@@ -87,3 +87,12 @@ func TestValidateOutput(t *testing.T) {
 		t.Errorf("want one line per policy, got:\n%s", stdout)
 	}
 }
+
+// TestDryRunSummary: -o summary counts the corpus under several policies
+// with leak mitigation on, instead of a report per pod.
+func TestDryRunSummary(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("testdata/policies/multi"), "-p", golden.Path("examples/policies/memory"),
+		"-f", golden.Path("testdata/pods"), "-f", golden.Path("testdata/cli/workloads.yaml"),
+		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--check", "-o", "summary")
+	golden.Compare(t, "testdata/cli/summary.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+}

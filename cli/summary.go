@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -120,7 +119,9 @@ func (s *fleetSummary) add(p *dryRunPod, problems []string) {
 	changedBy := map[string]bool{}
 	converted := 0
 	for _, d := range r.Applied {
-		changedBy[d.Policy] = true
+		if !d.Shadow {
+			changedBy[d.Policy] = true
+		}
 		if strings.HasPrefix(d.Item, "convert/") && !d.Shadow {
 			converted++
 		}
@@ -197,6 +198,3 @@ func (s *fleetSummary) write(w io.Writer, check bool) error {
 	}
 	return nil
 }
-
-// Ensure the summary's reason text for a non-match is the report's.
-var _ fmt.Stringer = mutate.MatchReason{}
