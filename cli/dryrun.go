@@ -34,31 +34,48 @@ type dryRunOptions struct {
 func newDryRunCommand(streams IOStreams) *cobra.Command {
 	o := &dryRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "dry-run --policy PATH... -f FILE|-",
+		Use:   "dry-run --policy PATH... -f FILE|DIR|-...",
 		Short: "Apply policies to pods and workloads offline, exactly as the webhook would",
 		Long: `Apply policy files to pod YAML offline through the same mutation core and the
 same JSONPatch computation the webhook uses, and show the result.
 
-Input (-f FILE, or - for stdin) may hold several YAML or JSON documents, Lists,
-Pods, and workloads with a pod template (Deployment, StatefulSet, DaemonSet,
+Input is taken as kubectl takes it: -f FILE, -f DIR (its *.yaml, *.yml and
+*.json files; -R for subdirectories) or -f - for stdin, repeatable. It may
+hold several YAML or JSON documents, Lists (a kubectl get -A -o yaml dump of
+a whole cluster is fine: documents and List items are read, mutated and
+written one at a time, in memory bounded by the largest object), Pods, and
+workloads with a pod template (Deployment, StatefulSet, DaemonSet,
 ReplicaSet, ReplicationController, Job, CronJob, PodTemplate), which are
-mutated in their template. Other objects pass through unchanged.
+mutated in their template. Other objects pass through unchanged, and the
+report says so. Pods are decoded as the apiserver decodes them: an unknown
+field is named with its path. An object over 8 MiB, or YAML whose aliases
+expand beyond it, is an error; so is an input with no objects.
 
 For every pod, stderr says which policies matched, what was injected or
-skipped and why, and the warnings kubectl would print. stdout carries only
-the -o output:
+skipped and why, and the warnings kubectl would print (control characters
+escaped). stdout carries only the -o output:
   yaml, json  the objects after mutation
   patch       the JSONPatch the webhook returns (one object: a JSON array;
               several: one {"object": ..., "patch": [...]} per line)
   diff        a unified diff of each changed object
+  summary     counts for a whole fleet instead of per-pod reports: per
+              policy matched, changed, skipped and why, pods whose own
+              tmpfs volumes leak mitigation moves to disk, and with --check
+              the predicted rejections and why
 
 --check predicts whether the apiserver accepts the mutated pods: Pod Security
 (the namespace's pod-security.kubernetes.io/enforce label, evaluated with
-k8s.io/pod-security-admission) and the pod-level resource rules.
+k8s.io/pod-security-admission), the pod-level resource rules, strict decoding
+(unknown fields), and of the apiserver's pod validation unique container and
+volume names, mounts of declared volumes, and non-negative requests no larger
+than limits. The rest of the apiserver's pod validation
+(k8s.io/kubernetes/pkg/apis/core/validation cannot be linked into this
+binary) is not predicted.
 
-Exit codes: 0 success; 1 invalid policy, unreadable input or other error;
-2 bad flags or arguments; 3 --check predicts a rejection.`,
+Exit codes: 0 success; 1 invalid policy, unreadable or empty input or other
+error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 		Example: `  sandbox-webhook dry-run --policy examples/policies/memory -f examples/pods/sandbox.yaml
+  kubectl get pods,deploy,jobs -A -o yaml | sandbox-webhook dry-run -p policies/ -f - --check -o summary
   kubectl get deploy web -o yaml | sandbox-webhook dry-run -p policies/ -f - -o diff
   sandbox-webhook dry-run -p policies/ -f pod.yaml --leak-mitigation=on --check \
     --namespace sandboxes --namespace-label pod-security.kubernetes.io/enforce=baseline`,
@@ -73,8 +90,8 @@ Exit codes: 0 success; 1 invalid policy, unreadable input or other error;
 	f.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-label", nil, "label key=value of the pods' namespace (repeatable; wins over --namespaces)")
 	f.StringVar(&o.leakMitigation, "leak-mitigation", "policy", "on (every policy disk-backed), off (every policy memory-backed) or policy")
-	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch or diff")
-	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources); exit 3 if any")
+	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
+	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any")
 	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
 }
