@@ -230,6 +230,19 @@ func isItemsKey(line []byte) bool {
 	return ok && blankOrComment(rest)
 }
 
+// namesOtherKind reports whether the top-level text before "items:" names a
+// kind that is not a List: such an object's items are not streamed, and it
+// passes through whole, as any object that is not a pod does.
+func namesOtherKind(head []byte) bool {
+	for line := range bytes.Lines(head) {
+		if rest, ok := bytes.CutPrefix(line, []byte("kind:")); ok {
+			kind := strings.Trim(strings.TrimSpace(string(rest)), `"'`)
+			return !strings.HasSuffix(kind, "List")
+		}
+	}
+	return false
+}
+
 // isEntry reports whether line starts a block sequence entry at column col.
 func isEntry(line []byte, col int) bool {
 	if indent(line) != col || len(line) <= col || line[col] != '-' {
@@ -255,7 +268,7 @@ func (y *yamlReader) document() (more bool, err error) {
 		if isSeparator(line) {
 			return true, y.whole(pos, buf)
 		}
-		if isItemsKey(line) {
+		if isItemsKey(line) && !namesOtherKind(buf) {
 			col, ok, err := y.entryColumn(&buf, line, pos)
 			if err != nil {
 				return false, err

@@ -100,6 +100,8 @@ func TestInputSaysWhatHappened(t *testing.T) {
 		{"nested list", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - " +
 			strings.ReplaceAll(strings.TrimSuffix(fmt.Sprintf(sandboxPod, "inner"), "\n"), "\n", "\n    ") + "\n", nil, ExitOK,
 			[]string{"List : a List inside a List: its 1 items are mutated in place", "Pod sandboxes/inner:\n  sandbox-seed: matched"}},
+		{"items of another kind", "apiVersion: example.com/v1\nkind: Inventory\nmetadata: {name: inv, namespace: sandboxes}\nitems:\n- a\n- b\n", nil, ExitOK,
+			[]string{"Inventory sandboxes/inv: not a pod or a workload with a pod template: passed through unchanged"}},
 		{"duplicate container names", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "[{name: c, image: i}]", "[{name: c, image: i}, {name: c, image: j}]", 1), []string{"--check"}, ExitRejected,
 			[]string{`  - spec.containers[1].name: Duplicate value: "c"`}},
 		{"negative request", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "image: i}", "image: i, resources: {requests: {cpu: \"-1\"}}}", 1), []string{"--check"}, ExitRejected,
