@@ -14,12 +14,13 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 )
 
 // maxObjectBytes bounds one input object: a YAML or JSON document, or one
-// item of a List, which is read item by item. The apiserver refuses a request
-// body over 3 MiB, so no object it stores comes near it.
-const maxObjectBytes = 8 << 20
+// item of a List, which is read item by item.
+const maxObjectBytes = yamllimit.MaxBytes
 
 // The input is read one document, and in a List one item, at a time:
 // memory is bounded by the largest object, not by the input. A visitor sees
@@ -488,40 +489,17 @@ func parseYAMLObject(pos position, text []byte) (map[string]any, error) {
 }
 
 // checkAliases refuses a document whose aliases expand beyond
-// maxObjectBytes: a small file of aliases to aliases (a "billion laughs")
-// would otherwise expand to gigabytes when converted to JSON.
+// yamllimit.MaxBytes. Without both an anchor and an alias nothing expands,
+// and the document is not parsed twice.
 func checkAliases(text []byte) error {
 	if !bytes.Contains(text, []byte("&")) || !bytes.Contains(text, []byte("*")) {
-		return nil // no anchor or no alias: nothing expands
+		return nil
 	}
 	var root yamlv3.Node
 	if err := yamlv3.Unmarshal(text, &root); err != nil {
 		return nil // the parser proper reports it
 	}
-	sizes := map[*yamlv3.Node]int{}
-	var size func(n *yamlv3.Node) int
-	size = func(n *yamlv3.Node) int {
-		if s, ok := sizes[n]; ok {
-			return s
-		}
-		sizes[n] = 0 // a cycle counts as nothing while it is measured
-		s := len(n.Value) + 4
-		if n.Kind == yamlv3.AliasNode && n.Alias != nil {
-			s = size(n.Alias)
-		}
-		for _, c := range n.Content {
-			s += size(c)
-			if s > maxObjectBytes {
-				break
-			}
-		}
-		sizes[n] = s
-		return s
-	}
-	if size(&root) > maxObjectBytes {
-		return fmt.Errorf("YAML aliases expand to more than %d MiB; write the values out, or use fewer aliases", maxObjectBytes>>20)
-	}
-	return nil
+	return yamllimit.Check(&root)
 }
 
 // countingReader counts the bytes read through it and fails a read once

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 )
 
 // parse is Parse, returning the valid policies of raw along with the
@@ -30,6 +32,9 @@ func parse(source string, raw []byte) ([]*Policy, []Problem) {
 		node, err := parseNode(c.text)
 		if err == nil && isEmpty(node) {
 			continue
+		}
+		if err == nil {
+			err = yamllimit.Check(node)
 		}
 		docs = append(docs, doc{c, node, err})
 	}

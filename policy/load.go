@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 )
 
 // Load reads policy files into a Set. Each path is a file or a directory; a
@@ -33,6 +35,10 @@ func Load(paths ...string) (*Set, error) {
 			continue
 		}
 		for _, f := range files {
+			if st, err := os.Stat(f); err == nil && st.Size() > yamllimit.MaxBytes {
+				problems = append(problems, Problem{Source: f, Err: documentError(fmt.Sprintf("larger than %d MiB: a policy file is a few KB (and a ConfigMap at most 1 MiB)", yamllimit.MaxBytes>>20))})
+				continue
+			}
 			raw, err := os.ReadFile(f)
 			if err != nil {
 				problems = append(problems, fileProblem(f, err))

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -400,5 +401,31 @@ func TestParse(t *testing.T) {
 	ps, err = Parse("x.yaml", []byte("apiVersion: v1\nkind: Pod\n"))
 	if err == nil || ps != nil {
 		t.Errorf("invalid file: %v, %v", ps, err)
+	}
+}
+
+// TestLoadBoundsInput: a policy file of aliases to aliases, or one larger
+// than any policy, is refused with the file named, before it is expanded or
+// read whole.
+func TestLoadBoundsInput(t *testing.T) {
+	dir := t.TempDir()
+	var laughs strings.Builder
+	laughs.WriteString("apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: lol}\nspec:\n  match: {namespaces: [a]}\n  x0: &x0 \"" + strings.Repeat("x", 1024) + "\"\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&laughs, "  x%d: &x%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*x%d,", i-1), 10), ","))
+	}
+	aliases := filepath.Join(dir, "aliases.yaml")
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(aliases, []byte(laughs.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("y", 9<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{aliases: "YAML aliases expand to more than 8 MiB", big: "larger than 8 MiB"} {
+		_, err := Load(file)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), file) {
+			t.Errorf("Load(%s): %v, want an error naming the file and saying %q", file, err, want)
+		}
 	}
 }

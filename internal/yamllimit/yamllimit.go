@@ -1,0 +1,47 @@
+// Package yamllimit bounds what a YAML document may expand to. A small
+// document of aliases to aliases (a "billion laughs") expands to gigabytes
+// when it is converted to JSON or decoded into Go values; dry-run's input
+// and the policy loader check the node tree, in which an alias is one node,
+// before they convert anything.
+package yamllimit
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxBytes bounds one document (or one item of a streamed List), as read
+// and as its aliases expand. The apiserver refuses a request body over
+// 3 MiB, so no object it stores comes near it.
+const MaxBytes = 8 << 20
+
+// Check returns an error when the document under n, its aliases expanded,
+// is larger than MaxBytes (counting each scalar's text and a few bytes per
+// node).
+func Check(n *yaml.Node) error {
+	sizes := map[*yaml.Node]int{}
+	if expandedSize(n, sizes) > MaxBytes {
+		return fmt.Errorf("YAML aliases expand to more than %d MiB; write the values out, or use fewer aliases", MaxBytes>>20)
+	}
+	return nil
+}
+
+func expandedSize(n *yaml.Node, sizes map[*yaml.Node]int) int {
+	if s, ok := sizes[n]; ok {
+		return s
+	}
+	sizes[n] = 0 // a cycle adds nothing while it is measured
+	s := len(n.Value) + 4
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		s = expandedSize(n.Alias, sizes)
+	}
+	for _, c := range n.Content {
+		s += expandedSize(c, sizes)
+		if s > MaxBytes {
+			break
+		}
+	}
+	sizes[n] = s
+	return s
+}
