@@ -176,8 +176,8 @@ func (p *pipeline) passThrough(pos position, doc map[string]any) {
 			return
 		}
 	}
-	switch {
-	case kind == "":
+	switch kind {
+	case "":
 		p.note("%s: an object without a kind: passed through unchanged", pos)
 	default:
 		p.note("%s: not a pod or a workload with a pod template: passed through unchanged", name)
@@ -259,7 +259,9 @@ func escapeControl(s string) string {
 	return b.String()
 }
 
-// outputWriter writes the -o output as the objects come.
+// outputWriter writes the -o output as the objects come. The writers write
+// to a bufio.Writer, which keeps the first write error: the Flush at the end
+// of the run returns it, so single writes need not be checked.
 type outputWriter interface {
 	object(doc map[string]any) error
 	listStart(head map[string]any) error
@@ -322,7 +324,7 @@ func (y *yamlOutput) writer() io.Writer { return y.w }
 
 func (y *yamlOutput) separate() {
 	if y.docs > 0 {
-		y.w.WriteString("---\n")
+		_, _ = y.w.WriteString("---\n")
 	}
 	y.docs++
 }
@@ -355,7 +357,7 @@ const itemsKey = "items:\n"
 
 func (y *yamlOutput) listItem(item any) error {
 	if y.items == 0 {
-		y.w.WriteString(itemsKey)
+		_, _ = y.w.WriteString(itemsKey)
 	}
 	y.items++
 	b, err := marshalYAML(map[string]any{"items": []any{item}})
@@ -371,7 +373,7 @@ func (y *yamlOutput) listItem(item any) error {
 // first) are written here too, as they cannot be moved back.
 func (y *yamlOutput) listEnd(tail map[string]any) error {
 	if y.items == 0 {
-		y.w.WriteString("items: []\n")
+		_, _ = y.w.WriteString("items: []\n")
 	}
 	for k, v := range tail {
 		y.after[k] = v
@@ -400,7 +402,7 @@ func (j *jsonOutput) object(doc map[string]any) error {
 	if err != nil {
 		return err
 	}
-	j.w.Write(b)
+	_, _ = j.w.Write(b)
 	return j.w.WriteByte('\n')
 }
 
@@ -413,9 +415,9 @@ func (j *jsonOutput) field(k string, v any) error {
 	if err != nil {
 		return err
 	}
-	j.w.WriteString("  ")
-	j.w.Write(key)
-	j.w.WriteString(": ")
+	_, _ = j.w.WriteString("  ")
+	_, _ = j.w.Write(key)
+	_, _ = j.w.WriteString(": ")
 	_, err = j.w.Write(b)
 	return err
 }
@@ -423,12 +425,12 @@ func (j *jsonOutput) field(k string, v any) error {
 func (j *jsonOutput) listStart(head map[string]any) error {
 	before, after := splitKeys(head)
 	j.items, j.after = 0, subMap(head, after)
-	j.w.WriteString("{\n")
+	_, _ = j.w.WriteString("{\n")
 	for _, k := range before {
 		if err := j.field(k, head[k]); err != nil {
 			return err
 		}
-		j.w.WriteString(",\n")
+		_, _ = j.w.WriteString(",\n")
 	}
 	_, err := j.w.WriteString(`  "items": [`)
 	return err
@@ -436,23 +438,23 @@ func (j *jsonOutput) listStart(head map[string]any) error {
 
 func (j *jsonOutput) listItem(item any) error {
 	if j.items > 0 {
-		j.w.WriteByte(',')
+		_ = j.w.WriteByte(',')
 	}
 	j.items++
 	b, err := json.MarshalIndent(item, "    ", "  ")
 	if err != nil {
 		return err
 	}
-	j.w.WriteString("\n    ")
+	_, _ = j.w.WriteString("\n    ")
 	_, err = j.w.Write(b)
 	return err
 }
 
 func (j *jsonOutput) listEnd(tail map[string]any) error {
 	if j.items > 0 {
-		j.w.WriteString("\n  ]")
+		_, _ = j.w.WriteString("\n  ]")
 	} else {
-		j.w.WriteString("]")
+		_, _ = j.w.WriteString("]")
 	}
 	for k, v := range tail {
 		j.after[k] = v
@@ -464,7 +466,7 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 		}
 	}
 	for _, k := range after {
-		j.w.WriteString(",\n")
+		_, _ = j.w.WriteString(",\n")
 		if err := j.field(k, j.after[k]); err != nil {
 			return err
 		}

@@ -29,10 +29,10 @@ type fleetSummary struct {
 }
 
 type policySummary struct {
-	name                        string
-	matched, changed, shadowed  int
-	notMatched, skipped         reasons
-	notMatchedN, skippedN, pods int
+	name                       string
+	matched, changed, shadowed int
+	notMatched, skipped        reasons
+	notMatchedN, skippedN      int
 }
 
 // reasons counts distinct reason texts, at most maxReasons of them.

@@ -46,7 +46,7 @@ func TestMarshalYAMLEquivalence(t *testing.T) {
 		t.Fatalf("only %d documents found", len(values))
 	}
 	values = append(values, map[string]any{
-		"ints":    []any{0.0, -0.0, 1.0, -1.0, 3600.0, 1234567.0, 1e15, 1e20, 1e21, 1e300, float64(math.MaxInt64), float64(math.MinInt64), 9007199254740993.0},
+		"ints":    []any{0.0, math.Copysign(0, -1), 1.0, -1.0, 3600.0, 1234567.0, 1e15, 1e20, 1e21, 1e300, float64(math.MaxInt64), float64(math.MinInt64), 9007199254740993.0},
 		"floats":  []any{0.5, 1e-6, 1e-7, 123.456, -2.5e-10},
 		"strings": []any{"", "0", "1e3", "true", "null", "~", "0x1F", "010", "- a", "a: b", "#c", " lead", "trail ", "multi\nline\n", "tab\there", "\x1b[2J", "ünï", "0 3 * * *", "'q'", `"d"`, "key with a long value that is certainly longer than eighty columns so that the emitter folds it somewhere"},
 		"empty":   map[string]any{},

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,7 +72,7 @@ func run(binary, sizes, formats, out, keep string) error {
 	for _, s := range strings.Split(sizes, ",") {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil {
-			return fmt.Errorf("--objects %q: %v", s, err)
+			return fmt.Errorf("--objects %q: %w", s, err)
 		}
 		input := filepath.Join(dir, fmt.Sprintf("fleet-%d.yaml", n))
 		size, err := writeFleet(input, n)
@@ -117,8 +118,9 @@ func measure(binary string, args []string) (measurement, error) {
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-			return measurement{}, fmt.Errorf("%v: %s", err, stderr.String())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			return measurement{}, fmt.Errorf("%w: %s", err, stderr.String())
 		}
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
@@ -140,7 +142,8 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 // writeFleet writes a v1 List of n objects as kubectl get -o yaml does and
-// returns its size in bytes.
+// returns its size in bytes. The bufio.Writer keeps the first write error,
+// which Flush returns.
 func writeFleet(path string, n int) (int64, error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -177,13 +180,13 @@ func writeFleet(path string, n int) (int64, error) {
 		}
 		for j, line := range strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n") {
 			if j == 0 {
-				w.WriteString("- ")
+				_, _ = w.WriteString("- ")
 			} else {
-				w.WriteString("  ")
+				_, _ = w.WriteString("  ")
 			}
-			w.WriteString(line)
+			_, _ = w.WriteString(line)
 		}
-		w.WriteString("\n")
+		_, _ = w.WriteString("\n")
 	}
 	fmt.Fprintln(w, "kind: List\nmetadata:\n  resourceVersion: \"\"")
 	if err := w.Flush(); err != nil {
