@@ -77,7 +77,7 @@ func podSecurityProblems(pod *corev1.Pod, level string) []string {
 // podValidationProblems runs the part of the apiserver's pod validation
 // (k8s.io/kubernetes/pkg/apis/core/validation, which cannot be imported as a
 // module) that pods most often fail and that is cheap to restate: unique
-// container and volume names, mounts of declared volumes, and resource
+// container and volume names and resource
 // quantities that are not negative and requests not above limits. Anything
 // else that validation checks is not predicted.
 func podValidationProblems(pod *corev1.Pod) []string {
@@ -105,11 +105,6 @@ func podValidationProblems(pod *corev1.Pod) []string {
 				problems = append(problems, fmt.Sprintf("%s.name: Duplicate value: %q", path, c.Name))
 			}
 			names[c.Name] = true
-			for j, m := range c.VolumeMounts {
-				if !volumes[m.Name] {
-					problems = append(problems, fmt.Sprintf("%s.volumeMounts[%d].name: Not found: %q", path, j, m.Name))
-				}
-			}
 			for _, rl := range []struct {
 				what string
 				list corev1.ResourceList
