@@ -6,6 +6,7 @@
 #   bin/kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver, version stamped
 #   bin/etcd             go.etcd.io/etcd/server/v3
 #   bin/kubectl          only when asked for (the demo): hack/tools.sh kubectl
+#   bin/kubelet          only when asked for (make node-e2e): hack/tools.sh kubelet
 #
 # Usage: hack/tools.sh [NAME...]   (default: kube-apiserver etcd)
 #
@@ -87,10 +88,12 @@ for name in "${names[@]}"; do
 		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/kube-apiserver ldflags=$kube_ldflags ;;
 	kubectl)
 		want=("$kube_version") pkg=k8s.io/kubernetes/cmd/kubectl ldflags=$kube_ldflags ;;
+	kubelet)
+		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/kubelet ldflags=$kube_ldflags ;;
 	etcd)
 		want=("etcd Version: ${etcd_version#v}") pkg=go.etcd.io/etcd/server/v3 ldflags="-s -w" ;;
 	*)
-		log "unknown tool $name (known: kube-apiserver etcd kubectl)"
+		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet)"
 		exit 2 ;;
 	esac
 	if reports "$bin/$name" "${want[@]}"; then
