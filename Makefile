@@ -74,3 +74,13 @@ demo: build tools ## Start a local apiserver with the webhook and show what it i
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t sandbox-webhook:$(VERSION) .
+
+.PHONY: node-tools
+node-tools: tools ## Install containerd, runc and busybox-static (apt-get, as root) and build bin/kubelet.
+	bash hack/node-tools.sh
+
+NODE_E2E_TIMEOUT ?= 20m
+
+.PHONY: node-e2e
+node-e2e: node-tools ## Run sandbox pods on a real node (containerd + kubelet, as root) and check what they get.
+	go test -tags nodee2e -count=1 -v -timeout $(NODE_E2E_TIMEOUT) ./e2e/node/
