@@ -36,6 +36,11 @@ var kubeletSysctls = map[string]string{
 	"kernel/keys/root_maxbytes": "25000000",
 }
 
+// hiddenDirs get an empty tmpfs in the node's mount namespace: the kubelet
+// writes /var/lib/kubelet/device-plugins and /var/log/containers whatever
+// its configuration says, and containerd and its shims /run/containerd.
+var hiddenDirs = []string{"/run", "/var/lib", "/var/log"}
+
 // NodeOptions says how to run a node.
 type NodeOptions struct {
 	// Name is the node's name; it also names the node's cgroup root.
@@ -150,6 +155,13 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 			return n, err
 		}
 		fmt.Fprintf(&script, "mount --bind %s /proc/sys/%s\n", f, k)
+	}
+	// The paths the kubelet and containerd hard-code are written in the
+	// namespace only (unless the node's own directory is under one).
+	for _, p := range hiddenDirs {
+		if !strings.HasPrefix(dir+"/", p+"/") {
+			fmt.Fprintf(&script, "mount -t tmpfs -o mode=0755 node-%s %s\n", filepath.Base(p), p)
+		}
 	}
 	fmt.Fprintf(&script, "exec containerd --config %s\n", cfg)
 	n.containerd, err = n.start("containerd", "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script.String())
@@ -367,9 +379,14 @@ func (n *Node) waitHealthy(ctx context.Context, port int) error {
 }
 
 // Ctr runs containerd's ctr against the node's containerd, in the CRI's
-// namespace, and returns its combined output.
+// namespace, and returns its combined output. It runs in the node's mount
+// namespace: ctr hands the shims fifos it creates under /run/containerd.
 func (n *Node) Ctr(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
+	if n.containerd == nil || n.containerd.exited() {
+		return nil, errors.New("containerd is not running")
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--target", strconv.Itoa(n.containerd.cmd.Process.Pid), "--mount", "--",
+		"ctr", "--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
 	return cmd.CombinedOutput()
 }
 
