@@ -36,7 +36,9 @@ lint: ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	go vet -tags $(SERVER_TAGS) ./...
+	go vet -tags nodee2e ./e2e/node/
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
+	go tool -modfile=hack/lint/go.mod golangci-lint run --build-tags nodee2e ./e2e/node/
 
 BENCH_OUT   ?= $(CURDIR)/_output/bench
 BENCH_COUNT ?= 3
@@ -84,3 +86,13 @@ NODE_E2E_TIMEOUT ?= 20m
 .PHONY: node-e2e
 node-e2e: node-tools ## Run sandbox pods on a real node (containerd + kubelet, as root) and check what they get.
 	go test -tags nodee2e -count=1 -v -timeout $(NODE_E2E_TIMEOUT) ./e2e/node/
+
+NODE_LEAK_PODS ?= 100
+NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv
+# memory (memory mode first) or disk.
+NODE_LEAK_ORDER ?= memory
+
+.PHONY: node-leak
+node-leak: node-tools ## Churn NODE_LEAK_PODS sandbox pods per mode on a real node; CSV and plot of the memory cgroups left (docs/node.md).
+	NODE_LEAK_PODS=$(NODE_LEAK_PODS) NODE_LEAK_OUT=$(NODE_LEAK_OUT) NODE_LEAK_ORDER=$(NODE_LEAK_ORDER) go test -tags nodee2e -count=1 -v -timeout 60m -run '^TestLeak$$' ./e2e/node/
+	bash hack/leak-plot.sh $(NODE_LEAK_OUT) $(dir $(NODE_LEAK_OUT))leak.png
