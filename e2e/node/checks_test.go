@@ -120,13 +120,21 @@ func checkAsset(ctx context.Context, p *corev1.Pod, _ mode) error {
 	var errs []error
 	out, err := suite.node.Exec(ctx, containerID(p), "cat "+assetPath+"/"+assetFile)
 	if err != nil || out != assetText {
-		errs = append(errs, fmt.Errorf("%s/%s: want %q, got %q (%v)", assetPath, assetFile, assetText, out, err))
+		errs = append(errs, fmt.Errorf("%s/%s: want %q, got %q (%s)", assetPath, assetFile, assetText, out, exitText(err)))
 	}
 	out, err = suite.node.Exec(ctx, containerID(p), "touch "+assetPath+"/written-by-the-pod")
 	if err == nil || !strings.Contains(out, "Read-only file system") {
-		errs = append(errs, fmt.Errorf("writing to %s: want EROFS, got %q (%v)", assetPath, strings.TrimSpace(out), err))
+		errs = append(errs, fmt.Errorf("writing to %s: want EROFS, got %q (%s)", assetPath, strings.TrimSpace(out), exitText(err)))
 	}
 	return errors.Join(errs...)
+}
+
+// exitText describes how a probe command ended.
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
 }
 
 func checkEnv(ctx context.Context, p *corev1.Pod, _ mode) error {

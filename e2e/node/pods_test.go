@@ -4,6 +4,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,7 +110,13 @@ func deletePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pod %s/%s not gone (get: %v, cgroup: %v)", pod.Namespace, pod.Name, err, cerr)
+			if err == nil {
+				err = errors.New("still in the API")
+			}
+			if cerr == nil {
+				cerr = errors.New("still there")
+			}
+			return fmt.Errorf("pod %s/%s not gone (get: %w, cgroup: %w)", pod.Namespace, pod.Name, err, cerr)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
