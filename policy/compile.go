@@ -73,6 +73,14 @@ func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 	p.NamespaceSelector = selector(sp.Spec.Match.NamespaceSelector, match.Child("namespaceSelector"))
 	p.PodSelector = selector(sp.Spec.Match.PodSelector, match.Child("podSelector"))
 	p.ExcludePodSelector = selector(sp.Spec.Match.ExcludePodSelector, match.Child("excludePodSelector"))
+	for i, b := range sp.Spec.Match.Any {
+		fld := match.Child("any").Index(i)
+		p.Any = append(p.Any, Selectors{
+			NamespaceSelector:  selector(b.NamespaceSelector, fld.Child("namespaceSelector")),
+			PodSelector:        selector(b.PodSelector, fld.Child("podSelector")),
+			ExcludePodSelector: selector(b.ExcludePodSelector, fld.Child("excludePodSelector")),
+		})
+	}
 	for i, c := range sp.Spec.Caches {
 		if c.SizeLimit != "" {
 			q := quantity(c.SizeLimit, field.NewPath("spec", "caches").Index(i).Child("sizeLimit"))

@@ -75,6 +75,20 @@ func TestValidFiles(t *testing.T) {
 				t.Errorf("image asset %+v", a[8])
 			}
 		},
+		"valid-any.yaml": func(t *testing.T, s *Set) {
+			p := only(t, s)
+			if p.PodSelector != nil || p.NamespaceSelector != nil || len(p.Any) != 3 {
+				t.Fatalf("top-level selectors %v %v, %d any blocks", p.PodSelector, p.NamespaceSelector, len(p.Any))
+			}
+			got := []string{}
+			for _, b := range p.Any {
+				got = append(got, fmt.Sprintf("%v|%v|%v", b.NamespaceSelector, b.PodSelector, b.ExcludePodSelector))
+			}
+			want := []string{"<nil>|app=sandbox|<nil>", "<nil>|agents.x-k8s.io/sandbox-name-hash|<nil>", "<nil>|<nil>|component=router"}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("compiled blocks: got %q, want %q", got, want)
+			}
+		},
 		"valid-multi.yaml": func(t *testing.T, s *Set) {
 			got := []string{}
 			for _, p := range s.Policies {

@@ -95,6 +95,10 @@ type Spec struct {
 
 // Match selects pods. Every set field must match; an empty Match selects
 // nothing, so a policy must say what it is for.
+//
+// Any lets one policy serve a fleet whose frameworks mark their pods with
+// different label keys, which one label selector cannot express: the pod
+// must then also match at least one of the blocks.
 type Match struct {
 	// Namespaces are namespace names or globs (path.Match syntax).
 	Namespaces []string `json:"namespaces,omitempty"`
@@ -106,9 +110,23 @@ type Match struct {
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 	// ExcludePodSelector: pods whose labels match it never match.
 	ExcludePodSelector *metav1.LabelSelector `json:"excludePodSelector,omitempty"`
+	// Any, when set, also requires the pod to match at least one of these
+	// blocks (tried in order; the first that matches is reported).
+	Any []MatchBlock `json:"any,omitempty"`
 	// OptOut, when set, lets a pod skip the policy with a label or an
 	// annotation. Without it pods cannot opt out.
 	OptOut *OptOut `json:"optOut,omitempty"`
+}
+
+// MatchBlock is one alternative of Match.Any. Every set field must match,
+// as in Match; a block must say what it is for (namespaces,
+// namespaceSelector and/or podSelector).
+type MatchBlock struct {
+	Namespaces         []string              `json:"namespaces,omitempty"`
+	ExcludeNamespaces  []string              `json:"excludeNamespaces,omitempty"`
+	NamespaceSelector  *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	PodSelector        *metav1.LabelSelector `json:"podSelector,omitempty"`
+	ExcludePodSelector *metav1.LabelSelector `json:"excludePodSelector,omitempty"`
 }
 
 // OptOut names the label and/or annotation that, set to "true" on a pod,
@@ -199,11 +217,19 @@ type Policy struct {
 	NamespaceSelector  labels.Selector // nil when unset
 	PodSelector        labels.Selector // nil when unset
 	ExcludePodSelector labels.Selector // nil when unset
+	// Any[i] holds the compiled selectors of Spec.Match.Any[i].
+	Any []Selectors
 
 	// CacheSizes[i] is Spec.Caches[i].SizeLimit parsed; nil when unset.
 	CacheSizes []*resource.Quantity
 	// MemoryLimit and MemoryRequest are Spec.Memory parsed (zero when unset).
 	MemoryLimit, MemoryRequest resource.Quantity
+}
+
+// Selectors are the compiled label selectors of one match.any block; each
+// is nil when unset.
+type Selectors struct {
+	NamespaceSelector, PodSelector, ExcludePodSelector labels.Selector
 }
 
 // Name returns the policy's name.

@@ -82,9 +82,10 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 
 func validateMatch(m *Match, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(m.Namespaces) == 0 && m.NamespaceSelector == nil && m.PodSelector == nil {
-		errs = append(errs, field.Required(fld, "a policy must say what it is for: set namespaces, namespaceSelector and/or podSelector"))
+	if len(m.Namespaces) == 0 && m.NamespaceSelector == nil && m.PodSelector == nil && len(m.Any) == 0 {
+		errs = append(errs, field.Required(fld, "a policy must say what it is for: set namespaces, namespaceSelector, podSelector and/or any"))
 	}
+	errs = append(errs, validateAny(m.Any, fld.Child("any"))...)
 	errs = append(errs, validateGlobs(m.Namespaces, fld.Child("namespaces"))...)
 	errs = append(errs, validateGlobs(m.ExcludeNamespaces, fld.Child("excludeNamespaces"))...)
 	errs = append(errs, validateSelector(m.NamespaceSelector, fld.Child("namespaceSelector"))...)
