@@ -344,7 +344,11 @@ func writeReport(w *reportWriter, p *dryRunPod) {
 			w.line("  %s: not matched: %s", pr.Policy, pr.Reason)
 			continue
 		}
-		w.line("  %s: matched (%s, %s mode, hash %s)", pr.Policy, pr.Enforcement, pr.Mode, pr.Hash)
+		by := ""
+		if b := pr.Reason.MatchedBy(); b != "" {
+			by = " by " + b
+		}
+		w.line("  %s: matched%s (%s, %s mode, hash %s)", pr.Policy, by, pr.Enforcement, pr.Mode, pr.Hash)
 		var applied []string
 		for _, d := range r.Applied {
 			if d.Policy == pr.Policy {

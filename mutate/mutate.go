@@ -54,8 +54,9 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			Enforcement: p.Spec.Enforcement,
 			Mode:        mode,
 		}
-		if reason := match(p, pod, ns); !reason.Matched() {
-			pr.Reason = reason
+		reason := match(p, pod, ns)
+		pr.Reason = reason
+		if !reason.Matched() {
 			res.Policies = append(res.Policies, pr)
 			continue
 		}
@@ -138,25 +139,13 @@ func effectiveMode(p *policy.Policy, lm LeakMitigation) policy.Mode {
 	return p.Spec.Mode
 }
 
-// match returns why p does not select pod, or the zero MatchReason when it
-// does. Nothing is formatted here: see MatchReason.
+// match returns why p does not select pod, or a MatchReason that reports
+// Matched, naming the match.any block that selected the pod if any. Nothing
+// is formatted here: see MatchReason.
 func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) MatchReason {
 	m := &p.Spec.Match
-	if g := firstGlob(m.ExcludeNamespaces, ns.Name); g != "" {
-		return MatchReason{kind: namespaceExcluded, p: p, ns: ns.Name}
-	}
-	if len(m.Namespaces) > 0 && firstGlob(m.Namespaces, ns.Name) == "" {
-		return MatchReason{kind: namespaceNotListed, p: p, ns: ns.Name}
-	}
-	if p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(labels.Set(ns.Labels)) {
-		return MatchReason{kind: namespaceLabels, p: p}
-	}
-	podLabels := labels.Set(pod.Labels)
-	if p.PodSelector != nil && !p.PodSelector.Matches(podLabels) {
-		return MatchReason{kind: podNotSelected, p: p}
-	}
-	if p.ExcludePodSelector != nil && p.ExcludePodSelector.Matches(podLabels) {
-		return MatchReason{kind: podExcluded, p: p}
+	if r := matchBlock(p, 0, pod, ns); !r.Matched() {
+		return r
 	}
 	if o := m.OptOut; o != nil {
 		if o.Label != "" && pod.Labels[o.Label] == "true" {
@@ -166,7 +155,61 @@ func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) MatchReason {
 			return MatchReason{kind: optOutAnnotation, p: p}
 		}
 	}
-	return MatchReason{}
+	if len(p.Any) == 0 {
+		return MatchReason{}
+	}
+	for i := range p.Any {
+		if r := matchBlock(p, i+1, pod, ns); r.Matched() {
+			return r
+		}
+	}
+	return MatchReason{kind: noBlock, p: p, pod: pod, ns: ns.Name, nsLabels: ns.Labels}
+}
+
+// matchBlock matches the selection fields of match (block 0) or of
+// match.any[block-1].
+func matchBlock(p *policy.Policy, block int, pod *corev1.Pod, ns Namespace) MatchReason {
+	b := blockOf(p, block)
+	if g := firstGlob(b.ExcludeNamespaces, ns.Name); g != "" {
+		return MatchReason{kind: namespaceExcluded, p: p, ns: ns.Name, block: block}
+	}
+	if len(b.Namespaces) > 0 && firstGlob(b.Namespaces, ns.Name) == "" {
+		return MatchReason{kind: namespaceNotListed, p: p, ns: ns.Name, block: block}
+	}
+	sel := selectorsOf(p, block)
+	if sel.NamespaceSelector != nil && !sel.NamespaceSelector.Matches(labels.Set(ns.Labels)) {
+		return MatchReason{kind: namespaceLabels, p: p, block: block}
+	}
+	podLabels := labels.Set(pod.Labels)
+	if sel.PodSelector != nil && !sel.PodSelector.Matches(podLabels) {
+		return MatchReason{kind: podNotSelected, p: p, block: block}
+	}
+	if sel.ExcludePodSelector != nil && sel.ExcludePodSelector.Matches(podLabels) {
+		return MatchReason{kind: podExcluded, p: p, block: block}
+	}
+	return MatchReason{block: block}
+}
+
+// blockOf returns the selection fields of match (block 0) or of
+// match.any[block-1].
+func blockOf(p *policy.Policy, block int) policy.MatchBlock {
+	if block > 0 {
+		return p.Spec.Match.Any[block-1]
+	}
+	m := &p.Spec.Match
+	return policy.MatchBlock{
+		Namespaces:        m.Namespaces,
+		ExcludeNamespaces: m.ExcludeNamespaces,
+	}
+}
+
+// selectorsOf returns the compiled selectors of match (block 0) or of
+// match.any[block-1].
+func selectorsOf(p *policy.Policy, block int) policy.Selectors {
+	if block > 0 {
+		return p.Any[block-1]
+	}
+	return policy.Selectors{NamespaceSelector: p.NamespaceSelector, PodSelector: p.PodSelector, ExcludePodSelector: p.ExcludePodSelector}
 }
 
 // firstGlob returns the first pattern that matches name, or "".
