@@ -123,6 +123,9 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 		enforcing []*policy.Policy
 	)
 	for _, p := range set.Policies {
+		if len(p.Spec.Match.Any) > 0 {
+			return nil, nil, fmt.Errorf("policy %q: match.any cannot be exported to a MutatingAdmissionPolicy yet: write one policy per block to export it", p.Name())
+		}
 		if p.Spec.Enforcement == policy.Shadow {
 			gaps = append(gaps, Gap{Policy: p.Name(), What: "enforcement: shadow",
 				Why: "a MAP has no report-only mode: it mutates or it does nothing, and it cannot count or log what it would do; not exported"})

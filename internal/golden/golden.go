@@ -31,6 +31,9 @@ type Set struct {
 	Policies []string
 	// LeakMitigation is the --leak-mitigation override ("" means policy).
 	LeakMitigation string
+	// NoMAP marks a set that mapexport refuses to export (match.any), so
+	// the MAP tests check the refusal instead of the MAP's pods.
+	NoMAP bool
 }
 
 // Sets are the policy sets every corpus pod is run under.
@@ -42,6 +45,8 @@ var Sets = []Set{
 	// Several policies at once: order, conflicts, override, container
 	// selection, container-level memory and a shadow policy.
 	{Name: "multi", Policies: []string{"testdata/policies/multi"}},
+	// One policy for a mixed fleet: match.any, one block per framework.
+	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: true},
 }
 
 // Case is one corpus pod under one policy set.
