@@ -62,6 +62,7 @@ Try a policy offline before installing it:
 	root.AddCommand(
 		newDryRunCommand(streams),
 		newValidateCommand(streams),
+		newTestCommand(streams),
 		newVersionCommand(streams),
 	)
 	for _, c := range extraCommands() {
