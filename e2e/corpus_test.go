@@ -79,10 +79,15 @@ func TestCorpus(t *testing.T) {
 				}
 				maps.Copy(policies, files)
 			}
+			var objectSelector *metav1.LabelSelector
+			if set.AllPods {
+				objectSelector = &metav1.LabelSelector{}
+			}
 			newInstance(t, "corpus-"+set.Name, instanceOptions{
 				policies:       policies,
 				leakMitigation: set.LeakMitigation,
 				namespaces:     namespaces,
+				objectSelector: objectSelector,
 			})
 			t.Cleanup(func() {
 				for _, ns := range names {

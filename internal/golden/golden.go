@@ -34,6 +34,10 @@ type Set struct {
 	// NoMAP marks a set that mapexport refuses to export (match.any), so
 	// the MAP tests check the refusal instead of the MAP's pods.
 	NoMAP bool
+	// AllPods: the e2e webhook configuration of the set has no
+	// objectSelector (the chart's default, app=sandbox, would never send
+	// the pods of frameworks that label them otherwise).
+	AllPods bool
 }
 
 // Sets are the policy sets every corpus pod is run under.
@@ -46,7 +50,7 @@ var Sets = []Set{
 	// selection, container-level memory and a shadow policy.
 	{Name: "multi", Policies: []string{"testdata/policies/multi"}},
 	// One policy for a mixed fleet: match.any, one block per framework.
-	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: true},
+	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: true, AllPods: true},
 }
 
 // Case is one corpus pod under one policy set.
