@@ -53,6 +53,7 @@ Try a policy offline before installing it:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	setPluginName(root)
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
@@ -63,6 +64,7 @@ Try a policy offline before installing it:
 		newDryRunCommand(streams),
 		newValidateCommand(streams),
 		newTestCommand(streams),
+		newClusterCheckCommand(streams),
 		newVersionCommand(streams),
 	)
 	for _, c := range extraCommands() {

@@ -1,0 +1,184 @@
+// Package clustercheck answers, for a pod on a live cluster, "will (or did)
+// sandbox-webhook mutate it, and if not, why?": whether a webhook
+// configuration sends the pod to the webhook at all, and whether a pod's
+// recorded mutation still matches what the current policies do. It is pure:
+// the caller reads the objects from the cluster.
+package clustercheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// Selection is what one webhook of a configuration does with the pod.
+type Selection struct {
+	// Configuration and Webhook name the webhook.
+	Configuration string `json:"configuration"`
+	Webhook       string `json:"webhook"`
+	// Sends is true when the apiserver sends the pod's CREATE to the
+	// webhook, as far as the selectors and rules decide.
+	Sends bool `json:"sends"`
+	// Reason says why not, naming the selector; Fix says what to change.
+	Reason string `json:"reason,omitempty"`
+	Fix    string `json:"fix,omitempty"`
+	// MatchConditions are the CEL match conditions the apiserver also
+	// evaluates; they are listed, not evaluated here.
+	MatchConditions []string `json:"matchConditions,omitempty"`
+	// FailurePolicy is the webhook's failurePolicy (Fail when unset).
+	FailurePolicy string `json:"failurePolicy"`
+}
+
+// Select evaluates every webhook of the configurations for a pod CREATE in
+// namespace ns, as the apiserver does: rules, namespaceSelector,
+// objectSelector.
+func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod *corev1.Pod, ns *corev1.Namespace) []Selection {
+	var out []Selection
+	for _, c := range configs {
+		for _, w := range c.Webhooks {
+			s := Selection{Configuration: c.Name, Webhook: w.Name, FailurePolicy: string(admissionregistrationv1.Fail)}
+			if w.FailurePolicy != nil {
+				s.FailurePolicy = string(*w.FailurePolicy)
+			}
+			for _, mc := range w.MatchConditions {
+				s.MatchConditions = append(s.MatchConditions, mc.Name+": "+mc.Expression)
+			}
+			s.Reason, s.Fix = selects(&w, pod, ns)
+			s.Sends = s.Reason == ""
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// selects returns why the webhook does not receive the pod's CREATE and the
+// fix, or "" when it does.
+func selects(w *admissionregistrationv1.MutatingWebhook, pod *corev1.Pod, ns *corev1.Namespace) (reason, fix string) {
+	if !slices.ContainsFunc(w.Rules, podCreateRule) {
+		return "no rule covers CREATE of v1 pods", "add a rule {operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}"
+	}
+	if w.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+		if err != nil {
+			return fmt.Sprintf("invalid namespaceSelector: %v", err), "fix the configuration's namespaceSelector"
+		}
+		if !sel.Matches(labels.Set(ns.Labels)) {
+			return fmt.Sprintf("namespace %s's labels do not match the namespaceSelector (%s)", ns.Name, sel),
+				fmt.Sprintf("label namespace %s to match the selector, or widen webhook.namespaceSelector", ns.Name)
+		}
+	}
+	if w.ObjectSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(w.ObjectSelector)
+		if err != nil {
+			return fmt.Sprintf("invalid objectSelector: %v", err), "fix the configuration's objectSelector"
+		}
+		if !sel.Matches(labels.Set(pod.Labels)) {
+			return fmt.Sprintf("the pod's labels do not match the objectSelector (%s)", sel),
+				"label the pod's template to match the objectSelector, or set webhook.objectSelector to select these pods (docs/install.md: choosing the selector)"
+		}
+	}
+	return "", ""
+}
+
+// podCreateRule reports whether a rule covers CREATE of namespaced v1 pods.
+func podCreateRule(r admissionregistrationv1.RuleWithOperations) bool {
+	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	ops := slices.ContainsFunc(r.Operations, func(o admissionregistrationv1.OperationType) bool {
+		return o == admissionregistrationv1.Create || o == admissionregistrationv1.OperationAll
+	})
+	scope := r.Scope == nil || *r.Scope == admissionregistrationv1.AllScopes || *r.Scope == admissionregistrationv1.NamespacedScope
+	return ops && scope && has(r.APIGroups, "") && has(r.APIVersions, "v1") &&
+		(has(r.Resources, "pods") || slices.Contains(r.Resources, "*/*"))
+}
+
+// Recorded is one policy in a pod's status annotation.
+type Recorded struct {
+	Name string `json:"name"`
+	Hash string `json:"hash"`
+	Mode string `json:"mode"`
+}
+
+// ReadStatus returns the policies a pod's status annotation records, and
+// whether the pod has the annotation.
+func ReadStatus(pod *corev1.Pod) ([]Recorded, bool, error) {
+	raw, ok := pod.Annotations[mutate.StatusAnnotation]
+	if !ok {
+		return nil, false, nil
+	}
+	var st struct {
+		Policies []Recorded `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return nil, true, fmt.Errorf("annotation %s is not valid: %w", mutate.StatusAnnotation, err)
+	}
+	return st.Policies, true, nil
+}
+
+// Drift compares what a pod's status annotation records with what the
+// current policies do to it (res, the core's result for the pod) and names
+// every difference. sent says whether the webhook configuration sends such
+// a pod now; failurePolicy is the webhook's.
+func Drift(pod *corev1.Pod, res mutate.Result, sent bool, failurePolicy string) ([]string, error) {
+	recorded, annotated, err := ReadStatus(pod)
+	if err != nil {
+		return nil, err
+	}
+	var current []mutate.PolicyResult
+	for _, pr := range res.Policies {
+		if pr.Matched && pr.Enforcement != "shadow" {
+			current = append(current, pr)
+		}
+	}
+	var drift []string
+	if !annotated {
+		if len(current) > 0 && res.PodSkipped == "" {
+			msg := fmt.Sprintf("the pod was not mutated, but the current policies select it (%s)", names(current))
+			switch {
+			case !sent:
+				msg += ": the webhook configuration does not send it"
+			case failurePolicy == string(admissionregistrationv1.Ignore):
+				msg += ": it was created while the webhook did not answer (failurePolicy Ignore), or before the policy or the webhook existed; recreate it"
+			default:
+				msg += ": it was created before the policy or the webhook existed; recreate it"
+			}
+			drift = append(drift, msg)
+		}
+		return drift, nil
+	}
+	for _, r := range recorded {
+		i := slices.IndexFunc(current, func(pr mutate.PolicyResult) bool { return pr.Policy == r.Name })
+		if i < 0 {
+			drift = append(drift, fmt.Sprintf("policy %s (hash %s) mutated the pod, but no current policy of that name selects it", r.Name, r.Hash))
+			continue
+		}
+		pr := current[i]
+		if pr.Hash != r.Hash {
+			drift = append(drift, fmt.Sprintf("policy %s: created under an older version (hash %s; now %s); recreate the pod to get the current injection", r.Name, r.Hash, pr.Hash))
+		}
+		if string(pr.Mode) != r.Mode {
+			drift = append(drift, fmt.Sprintf("policy %s: mutated in %s mode, but now runs in %s mode (leak mitigation changed since); recreate the pod to switch", r.Name, r.Mode, pr.Mode))
+		}
+	}
+	for _, pr := range current {
+		if !slices.ContainsFunc(recorded, func(r Recorded) bool { return r.Name == pr.Policy }) {
+			drift = append(drift, fmt.Sprintf("policy %s selects the pod now but did not mutate it at creation", pr.Policy))
+		}
+	}
+	return drift, nil
+}
+
+func names(prs []mutate.PolicyResult) string {
+	n := make([]string, len(prs))
+	for i, pr := range prs {
+		n[i] = pr.Policy
+	}
+	return strings.Join(n, ", ")
+}

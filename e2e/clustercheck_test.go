@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// TestClusterCheck runs `sandbox-webhook check` against the real apiserver,
+// with a webhook installed by the chart's configuration under
+// failurePolicy Ignore: a pod mutated as expected; a pod the objectSelector
+// never sends (check names the selector and the fix); a pod created while
+// the webhook was down (check reports it unmutated); a policy changed after
+// a pod's creation (drift); the policies read from the release's ConfigMap;
+// a Deployment's pod template.
+func TestClusterCheck(t *testing.T) {
+	const ns = "clustercheck"
+	in := newInstance(t, "clustercheck", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		values:     map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore"}},
+	})
+	check := func(t *testing.T, args ...string) harness.Result {
+		t.Helper()
+		args = append([]string{"check"}, args...)
+		args = append(args, "--kubeconfig", suite.kubeconfig, "-n", ns, "--configuration", in.mwc.Name)
+		r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	expect := func(t *testing.T, r harness.Result, code int, wants ...string) {
+		t.Helper()
+		if r.ExitCode != code {
+			t.Errorf("exit code %d, want %d", r.ExitCode, code)
+		}
+		for _, w := range wants {
+			if !strings.Contains(string(r.Stdout), w) {
+				t.Errorf("stdout lacks %q", w)
+			}
+		}
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+		}
+	}
+	webhook := in.mwc.Name + "/" + in.mwc.Webhooks[0].Name
+
+	createPod(t, sandboxPod(ns, "mutated"))
+	t.Run("mutated as expected", func(t *testing.T) {
+		r := check(t, "pod", "mutated", "--policy", in.policies.Dir)
+		expect(t, r, 0,
+			"Pod "+ns+"/mutated:\n",
+			"webhook "+webhook+": sends the pod (failurePolicy Ignore)\n",
+			"sandbox-seed: matched (enforce, memory mode",
+			"injected: cache/uv-cache, asset/rebench-v2:hostPath, env/UV_LINK_MODE, memory/pod\n",
+			"verdict: mutated as the current policies say\n")
+
+		r = check(t, "pod", "mutated", "--policy", in.policies.Dir, "-o", "json")
+		var rep struct {
+			OK       bool
+			Exists   bool
+			Webhooks []struct{ Sends bool }
+			Policies []struct {
+				Name    string
+				Matched bool
+			}
+		}
+		if err := json.Unmarshal(r.Stdout, &rep); err != nil {
+			t.Fatalf("-o json: %v\n%s", err, r.Stdout)
+		}
+		if !rep.OK || !rep.Exists || len(rep.Webhooks) != 1 || !rep.Webhooks[0].Sends || len(rep.Policies) != 1 || !rep.Policies[0].Matched {
+			t.Errorf("-o json: %+v", rep)
+		}
+	})
+
+	t.Run("policies from the release's ConfigMap", func(t *testing.T) {
+		files, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/memory")) // the instance's policies
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: in.mwc.Name + "-policies", Namespace: in.ownNamespace}, Data: map[string]string{}}
+		for k, v := range files {
+			cm.Data[k] = string(v)
+		}
+		if _, err := suite.cs.CoreV1().ConfigMaps(in.ownNamespace).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := check(t, "pod", "mutated", "--release-namespace", in.ownNamespace)
+		expect(t, r, 0, "policies: ConfigMap "+in.ownNamespace+"/"+cm.Name+" (leak mitigation policy)\n", "verdict: mutated as the current policies say\n")
+	})
+
+	t.Run("outside the objectSelector", func(t *testing.T) {
+		pod := plainPod(ns, "agent")
+		pod.Labels = map[string]string{"agents.x-k8s.io/sandbox-name-hash": "7c9e2f1a"}
+		createPod(t, pod)
+		r := check(t, "pod", "agent", "--policy", filepath.Join(suite.root, "examples/policies/fleet"))
+		expect(t, r, 4,
+			"webhook "+webhook+": does not send the pod: the pod's labels do not match the objectSelector (app=sandbox)\n",
+			"    fix: label the pod's template to match the objectSelector, or set webhook.objectSelector",
+			"sandbox-fleet: matched by match.any[2]",
+			"drift: the pod was not mutated, but the current policies select it (sandbox-fleet): the webhook configuration does not send it\n",
+			"verdict: not mutated: the policies select the pod, but no webhook configuration sends it")
+	})
+
+	t.Run("created while the webhook was down", func(t *testing.T) {
+		if err := in.webhook.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		got := createPod(t, sandboxPod(ns, "while-down"))
+		if harness.Mutated(got) {
+			t.Fatal("the pod was mutated while the webhook was down")
+		}
+		if err := in.webhook.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+			t.Fatal(err)
+		}
+		r := check(t, "pod", "while-down", "--policy", in.policies.Dir)
+		expect(t, r, 4,
+			"sends the pod (failurePolicy Ignore)\n",
+			"drift: the pod was not mutated, but the current policies select it (sandbox-seed): it was created while the webhook did not answer (failurePolicy Ignore)",
+			"verdict: mutated at creation differently from what the current policies do")
+	})
+
+	t.Run("policy changed after creation", func(t *testing.T) {
+		files, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/memory")) // the instance's policies
+		if err != nil {
+			t.Fatal(err)
+		}
+		const seed = "sandbox-seed.yaml"
+		changed := strings.Replace(string(files[seed]), "sizeLimit: 1Gi", "sizeLimit: 2Gi", 1)
+		if changed == string(files[seed]) {
+			t.Fatalf("%s has no sizeLimit: 1Gi to change", seed)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, seed), []byte(changed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := check(t, "pod", "mutated", "--policy", dir)
+		expect(t, r, 4, "drift: policy sandbox-seed: created under an older version (hash ",
+			"verdict: mutated at creation differently from what the current policies do")
+
+		r = check(t, "pod", "mutated", "--policy", in.policies.Dir, "--leak-mitigation", "on")
+		expect(t, r, 4, "drift: policy sandbox-seed: mutated in memory mode, but now runs in disk mode")
+	})
+
+	t.Run("deployment", func(t *testing.T) {
+		pod := sandboxPod(ns, "")
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "warm-pool", Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec},
+			},
+		}
+		if _, err := suite.cs.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := check(t, "deployment", "warm-pool", "--policy", in.policies.Dir)
+		expect(t, r, 0, "Deployment "+ns+"/warm-pool:\n", "sends the pod", "verdict: will be mutated as the policies above say\n")
+	})
+}
