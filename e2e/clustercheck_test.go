@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
@@ -27,10 +34,11 @@ func TestClusterCheck(t *testing.T) {
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 		values:     map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore"}},
 	})
+	kubeconfig := suite.kubeconfig
 	check := func(t *testing.T, args ...string) harness.Result {
 		t.Helper()
 		args = append([]string{"check"}, args...)
-		args = append(args, "--kubeconfig", suite.kubeconfig, "-n", ns, "--configuration", in.mwc.Name)
+		args = append(args, "--kubeconfig", kubeconfig, "-n", ns, "--configuration", in.mwc.Name)
 		r, err := harness.RunCommand(t.Context(), suite.binary, args...)
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +62,9 @@ func TestClusterCheck(t *testing.T) {
 	webhook := in.mwc.Name + "/" + in.mwc.Webhooks[0].Name
 
 	createPod(t, sandboxPod(ns, "mutated"))
+	// Every check below runs as a user with only the read-only RBAC that
+	// docs/install.md documents.
+	kubeconfig = readOnlyKubeconfig(t)
 	t.Run("mutated as expected", func(t *testing.T) {
 		r := check(t, "pod", "mutated", "--policy", in.policies.Dir)
 		expect(t, r, 0,
@@ -168,4 +179,79 @@ func TestClusterCheck(t *testing.T) {
 		r := check(t, "deployment", "warm-pool", "--policy", in.policies.Dir)
 		expect(t, r, 0, "Deployment "+ns+"/warm-pool:\n", "sends the pod", "verdict: will be mutated as the policies above say\n")
 	})
+}
+
+// readOnlyKubeconfig grants a user the rules docs/install.md documents for
+// check, and returns a kubeconfig that impersonates that user.
+func readOnlyKubeconfig(t *testing.T) string {
+	t.Helper()
+	ctx := t.Context()
+	doc, err := os.ReadFile(filepath.Join(suite.root, "docs/install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)The RBAC it needs.*?```yaml\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/install.md documents no RBAC for check")
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(m[1], role); err != nil {
+		t.Fatalf("docs/install.md's RBAC for check: %v", err)
+	}
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the documented RBAC grants %q on %v: check must only read", v, r.Resources)
+			}
+		}
+	}
+	const user = "sandbox-webhook-checker"
+	role.Name = user
+	if _, err := suite.cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if _, err := suite.cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = suite.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+		_ = suite.cs.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	cfg, err := clientcmd.LoadFromFile(suite.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	// The RBAC is in force: the user may not write.
+	restCfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("%s created a ConfigMap (err %v): the RBAC is not in force", user, err)
+	}
+	r, err := harness.RunCommand(ctx, suite.binary, "check", "--kubeconfig", path, "-n", "default", "pod", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.Stderr), `pods "none" not found`) {
+		t.Fatalf("a missing pod, read as %s: exit %d, stderr:\n%s", user, r.ExitCode, r.Stderr)
+	}
+	return path
 }
