@@ -87,6 +87,7 @@ Exit codes: 0 the pod is (or would be) mutated as the current policies say;
 	f.StringVar(&o.leakMitigation, "leak-mitigation", "", "on, off or policy (default: the release's config ConfigMap, else policy)")
 	f.StringVarP(&o.output, "output", "o", "text", "text, yaml or json")
 	cmd.Flags().StringVarP(&o.filename, "filename", "f", "", "a file holding the pod or workload to check")
+	cmd.AddCommand(newCheckInstallCommand(o, streams))
 	for _, kind := range []string{"pod", "deployment"} {
 		cmd.AddCommand(&cobra.Command{
 			Use:   kind + " NAME",
@@ -143,24 +144,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
-	if o.namespace != "" {
-		overrides.Context.Namespace = o.namespace
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	namespace, _, err := loader.Namespace()
-	if err != nil {
-		return err
-	}
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, namespace, err := o.client()
 	if err != nil {
 		return err
 	}
@@ -264,6 +248,30 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, 
 		return &exitError{code: ExitCheckFailed, err: errors.New(rep.Verdict)}
 	}
 	return nil
+}
+
+// client returns a clientset for the kubeconfig context and the namespace
+// to use.
+func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
+	if o.namespace != "" {
+		overrides.Context.Namespace = o.namespace
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	namespace, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cs, namespace, err
 }
 
 // readPod reads the pod to check.

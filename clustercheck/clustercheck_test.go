@@ -112,3 +112,49 @@ spec:
 		})
 	}
 }
+
+func TestReachable(t *testing.T) {
+	set, err := policy.ParseSet("t.yaml", []byte(`apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata: {name: a-harbor}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  env: [{name: UV_LINK_MODE, value: copy}]
+---
+apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata: {name: b-fleet}
+spec:
+  match:
+    any:
+    - podSelector: {matchLabels: {app: sandbox}}
+    - podSelector: {matchExpressions: [{key: agents.x-k8s.io/sandbox-name-hash, operator: Exists}]}
+  env: [{name: UV_LINK_MODE, value: copy}]
+---
+apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata: {name: c-system}
+spec:
+  match: {namespaces: [kube-system], podSelector: {matchLabels: {app: sandbox}}}
+  env: [{name: UV_LINK_MODE, value: copy}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range Reachable(set, config(nil)) {
+		got = append(got, u.Policy+" "+u.Block+": "+u.Reason)
+	}
+	want := []string{
+		"b-fleet match.any[1]: the pods it selects (labels agents.x-k8s.io/sandbox-name-hash=x) are never sent to the webhook: sw/pods.sandbox-webhook.io: its objectSelector (app=sandbox) does not select them",
+		"c-system match: the pods it selects (labels app=sandbox) are never sent to the webhook: sw/pods.sandbox-webhook.io: its namespaceSelector (kubernetes.io/metadata.name notin (kube-system)) does not select them",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("unreachable (-want +got):\n%s", d)
+	}
+	// Without an objectSelector, every pod selection is sent.
+	all := config(func(w *admissionregistrationv1.MutatingWebhook) { w.ObjectSelector = nil })
+	if u := Reachable(set, all); len(u) != 1 || u[0].Policy != "c-system" {
+		t.Errorf("without objectSelector: %+v", u)
+	}
+}

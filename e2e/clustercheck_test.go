@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -254,4 +255,73 @@ func readOnlyKubeconfig(t *testing.T) string {
 		t.Fatalf("a missing pod, read as %s: exit %d, stderr:\n%s", user, r.ExitCode, r.Stderr)
 	}
 	return path
+}
+
+// TestClusterCheckInstall runs `sandbox-webhook check install` against the
+// real apiserver and webhook: a healthy install passes; a policy set the
+// server does not serve, with selections the objectSelector never sends,
+// fails naming both; a caBundle from another CA fails naming the caBundle.
+func TestClusterCheckInstall(t *testing.T) {
+	in := newInstance(t, "checkinstall", instanceOptions{})
+	kubeconfig := readOnlyKubeconfig(t)
+	webhook := in.mwc.Name + "/" + in.mwc.Webhooks[0].Name
+	status := fmt.Sprintf("http://127.0.0.1:%d/status", in.webhook.HealthPort)
+	install := func(t *testing.T, wantCode int, args ...string) string {
+		t.Helper()
+		args = append([]string{"check", "install", "--kubeconfig", kubeconfig, "--configuration", in.mwc.Name, "--status-url", status}, args...)
+		r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ExitCode != wantCode {
+			t.Errorf("exit code %d, want %d:\n%s%s", r.ExitCode, wantCode, r.Stdout, r.Stderr)
+		}
+		return string(r.Stdout)
+	}
+	contains := func(t *testing.T, out string, wants ...string) {
+		t.Helper()
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+	}
+
+	t.Run("healthy", func(t *testing.T) {
+		out := install(t, 0, "--policy", filepath.Join(suite.root, "examples/policies/memory"))
+		contains(t, out,
+			"ok: "+webhook+": the caBundle verifies the certificate served at "+in.webhook.Address()+"\n",
+			"ok: "+webhook+": the serving certificate expires at ",
+			"ok: policies: every policy's pod selection reaches the webhook (1 policies, ",
+			"ok: served policies: the server serves policy set ",
+			"verdict: no errors\n")
+	})
+
+	t.Run("unserved and unreachable policies", func(t *testing.T) {
+		out := install(t, 4, "--policy", filepath.Join(suite.root, "examples/policies/fleet"))
+		contains(t, out,
+			"error: policy sandbox-fleet match.any[2]: the pods it selects (labels agents.x-k8s.io/sandbox-name-hash=x) are never sent to the webhook: "+webhook+": its objectSelector (app=sandbox) does not select them\n",
+			"  fix: set webhook.objectSelector and webhook.namespaceSelector so that they select these pods too",
+			"error: served policies: the server serves policy set ",
+			"verdict: errors found\n")
+		if strings.Contains(out, "match.any[0]") {
+			t.Errorf("match.any[0] (app=sandbox) is reachable, but reported:\n%s", out)
+		}
+	})
+
+	t.Run("broken caBundle", func(t *testing.T) {
+		other, err := harness.NewCerts(t.Context(), suite.binary, filepath.Join(t.TempDir(), "other"), "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken := in.mwc.DeepCopy()
+		broken.Webhooks[0].ClientConfig.CABundle = other.Current().CA
+		in.install(t, broken)
+		defer in.install(t, in.mwc)
+		out := install(t, 4, "--policy", filepath.Join(suite.root, "examples/policies/memory"))
+		contains(t, out,
+			"error: "+webhook+": the caBundle does not verify the certificate served at "+in.webhook.Address()+": x509: ",
+			"  fix: set the caBundle to the CA that signed the serving certificate",
+			"verdict: errors found\n")
+	})
 }
