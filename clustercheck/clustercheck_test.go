@@ -133,6 +133,13 @@ spec:
 ---
 apiVersion: sandbox-webhook.io/v1alpha1
 kind: SandboxPolicy
+metadata: {name: b-namespaces}
+spec:
+  match: {namespaces: [r2e-1]}
+  env: [{name: UV_LINK_MODE, value: copy}]
+---
+apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
 metadata: {name: c-system}
 spec:
   match: {namespaces: [kube-system], podSelector: {matchLabels: {app: sandbox}}}

@@ -72,7 +72,6 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			// labels it requires. Their namespace may carry any further
 			// labels, such as those the webhook's namespaceSelector asks
 			// for: namespaces are labelled to opt in.
-			podLabels := witness(b.pod)
 			policyNS := witness(b.ns)
 			if len(b.names) > 0 && !strings.ContainsAny(b.names[0], "*?[") {
 				policyNS["kubernetes.io/metadata.name"] = b.names[0]
@@ -90,6 +89,14 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 					for k, v := range policyNS {
 						nsLabels[k] = v
 					}
+					// A selection without podSelector takes every pod,
+					// those the objectSelector asks for included.
+					podLabels := witness(b.pod)
+					if b.pod == nil && w.ObjectSelector != nil {
+						if sel, err := metav1.LabelSelectorAsSelector(w.ObjectSelector); err == nil {
+							podLabels = witness(sel)
+						}
+					}
 					r := reach(&w, nsLabels, podLabels)
 					if r == "" {
 						sent = true
@@ -104,7 +111,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			out = append(out, Unreachable{
 				Policy: p.Name(),
 				Block:  b.name,
-				Reason: fmt.Sprintf("the pods it selects (labels %s) are never sent to the webhook: %s", describeLabels(podLabels), strings.Join(reasons, "; ")),
+				Reason: fmt.Sprintf("the pods it selects (labels %s) are never sent to the webhook: %s", describeLabels(witness(b.pod)), strings.Join(reasons, "; ")),
 				Fix:    "set webhook.objectSelector and webhook.namespaceSelector so that they select these pods too (docs/install.md, choosing the selector), or change the policy's match",
 			})
 		}
