@@ -165,6 +165,12 @@ func TestClusterCheck(t *testing.T) {
 		expect(t, r, 4, "drift: policy sandbox-seed: mutated in memory mode, but now runs in disk mode")
 	})
 
+	t.Run("a pod before it is created (-f)", func(t *testing.T) {
+		r := check(t, "-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml"), "--policy", in.policies.Dir)
+		expect(t, r, 0, "Pod "+ns+"/rollout-(generated):\n", "sends the pod (failurePolicy Ignore)\n",
+			"verdict: will be mutated as the policies above say\n")
+	})
+
 	t.Run("deployment", func(t *testing.T) {
 		pod := sandboxPod(ns, "")
 		d := &appsv1.Deployment{
