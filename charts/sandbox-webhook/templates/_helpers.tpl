@@ -132,3 +132,47 @@ bad types. Included by every template so that any render fails the same way.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Inline policy selections that webhook.objectSelector never sends: one "- file: policy
+match...podSelector (...)" line each. A selection's smallest pod carries only the labels
+its podSelector requires (matchLabels; In: the first value; Exists); it must match the
+objectSelector, else the policy silently does nothing. `sandbox-webhook check install`
+makes the same check on the cluster.
+*/}}
+{{- define "sandbox-webhook.unreachablePolicies" -}}
+{{- $obj := .Values.webhook.objectSelector | default dict -}}
+{{- range $file, $text := .Values.policies.inline -}}
+{{- if $text -}}
+{{- range $doc := regexSplit "(?m)^---.*$" $text -1 -}}
+{{- $p := fromYaml $doc | default dict -}}
+{{- $match := (($p.spec | default dict).match | default dict) -}}
+{{- $blocks := $match.any | default (list $match) -}}
+{{- range $i, $b := $blocks -}}
+{{- with $b.podSelector -}}
+{{- $w := dict -}}
+{{- range $k, $v := (.matchLabels | default dict) -}}{{- $_ := set $w $k (toString $v) -}}{{- end -}}
+{{- range (.matchExpressions | default list) -}}
+{{- if eq .operator "In" -}}{{- $_ := set $w .key (toString (first .values)) -}}
+{{- else if eq .operator "Exists" -}}{{- $_ := set $w .key "x" -}}{{- end -}}
+{{- end -}}
+{{- $ok := true -}}
+{{- range $k, $v := ($obj.matchLabels | default dict) -}}
+{{- if ne (get $w $k) (toString $v) -}}{{- $ok = false -}}{{- end -}}
+{{- end -}}
+{{- range ($obj.matchExpressions | default list) -}}
+{{- if eq .operator "Exists" -}}{{- if not (hasKey $w .key) -}}{{- $ok = false -}}{{- end -}}
+{{- else if eq .operator "In" -}}{{- if not (and (hasKey $w .key) (has (get $w .key) .values)) -}}{{- $ok = false -}}{{- end -}}
+{{- else if eq .operator "NotIn" -}}{{- if and (hasKey $w .key) (has (get $w .key) .values) -}}{{- $ok = false -}}{{- end -}}
+{{- else if eq .operator "DoesNotExist" -}}{{- if hasKey $w .key -}}{{- $ok = false -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $ok }}
+  - {{ $file }}: policy {{ ($p.metadata | default dict).name }} {{ if $match.any }}match.any[{{ $i }}]{{ else }}match{{ end }}.podSelector {{ toJson $b.podSelector }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
