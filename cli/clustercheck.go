@@ -51,8 +51,9 @@ namespace from the cluster in the current kubeconfig context, and say:
 
 - for every installed sandbox-webhook MutatingWebhookConfiguration (label
   ` + chartNameLabel + `, or --configuration), whether the apiserver sends
-  the pod's CREATE to the webhook (rules, namespaceSelector, objectSelector;
-  matchConditions are listed), and the fix when it does not;
+  the pod's CREATE to the webhook (rules, namespaceSelector, objectSelector,
+  and matchConditions with the apiserver's CEL matcher; the image's nomap
+  build lists them unevaluated), and the fix when it does not;
 - which policies select the pod and what they inject, with the reasons
   dry-run prints; the policies are read from the release's ConfigMap
   (<configuration>-policies in the release namespace) or --policy;
@@ -167,6 +168,29 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, 
 		return err
 	}
 	rep.Webhooks = clustercheck.Select(configs, pod, ns)
+	i := 0
+	for _, c := range configs {
+		for j := range c.Webhooks {
+			s := &rep.Webhooks[i]
+			i++
+			if !s.Sends || len(s.MatchConditions) == 0 {
+				continue
+			}
+			ok, failed, evaluated, err := webhookMatches(ctx, &c.Webhooks[j], pod, ns)
+			switch {
+			case !evaluated:
+				s.MatchConditionsNote = "not evaluated: this build leaves out the CEL evaluator (a full build evaluates them)"
+			case err != nil:
+				s.MatchConditionsNote = "not evaluated: " + err.Error()
+			case !ok:
+				s.Sends = false
+				s.Reason = fmt.Sprintf("matchCondition %q is false for the pod", failed)
+				s.Fix = "change the webhook's matchConditions (webhook.matchConditions) or the pod"
+			default:
+				s.MatchConditionsNote = "all hold for the pod"
+			}
+		}
+	}
 
 	releaseNS := o.releaseNamespace
 	if releaseNS == "" && len(configs) > 0 {
@@ -441,8 +465,8 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 		} else {
 			fmt.Fprintf(w, "  webhook %s/%s: does not send the pod: %s\n    fix: %s\n", s.Configuration, s.Webhook, s.Reason, s.Fix)
 		}
-		for _, mc := range s.MatchConditions {
-			fmt.Fprintf(w, "    matchCondition (not evaluated here) %s\n", mc)
+		if len(s.MatchConditions) > 0 && s.MatchConditionsNote != "" {
+			fmt.Fprintf(w, "    matchConditions (%s): %s\n", s.MatchConditionsNote, strings.Join(s.MatchConditions, "; "))
 		}
 	}
 	fmt.Fprintf(w, "  policies: %s (leak mitigation %s)\n", rep.PolicySource, rep.LeakMitigation)

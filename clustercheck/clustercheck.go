@@ -30,9 +30,11 @@ type Selection struct {
 	// Reason says why not, naming the selector; Fix says what to change.
 	Reason string `json:"reason,omitempty"`
 	Fix    string `json:"fix,omitempty"`
-	// MatchConditions are the CEL match conditions the apiserver also
-	// evaluates; they are listed, not evaluated here.
-	MatchConditions []string `json:"matchConditions,omitempty"`
+	// MatchConditions are the webhook's CEL match conditions ("name:
+	// expression"). Select does not evaluate them; the caller may, and
+	// says so in MatchConditionsNote.
+	MatchConditions     []string `json:"matchConditions,omitempty"`
+	MatchConditionsNote string   `json:"matchConditionsNote,omitempty"`
 	// FailurePolicy is the webhook's failurePolicy (Fail when unset).
 	FailurePolicy string `json:"failurePolicy"`
 }

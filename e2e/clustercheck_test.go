@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/cli"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
@@ -169,6 +172,39 @@ func TestClusterCheck(t *testing.T) {
 		r := check(t, "-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml"), "--policy", in.policies.Dir)
 		expect(t, r, 0, "Pod "+ns+"/rollout-(generated):\n", "sends the pod (failurePolicy Ignore)\n",
 			"verdict: will be mutated as the policies above say\n")
+	})
+
+	t.Run("matchConditions", func(t *testing.T) {
+		withMC := in.mwc.DeepCopy()
+		withMC.Webhooks[0].MatchConditions = []admissionregistrationv1.MatchCondition{{
+			Name:       "not-skipped",
+			Expression: "!('skip' in object.metadata.?annotations.orValue({}))",
+		}}
+		in.install(t, withMC)
+		defer in.install(t, in.mwc)
+		pod := sandboxPod(ns, "skipped")
+		pod.Annotations = map[string]string{"skip": "true"}
+		b, err := yaml.Marshal(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "pod.yaml")
+		if err := os.WriteFile(file, append([]byte("apiVersion: v1\nkind: Pod\n"), b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The image's build leaves the CEL evaluator out, and says so.
+		r := check(t, "-f", file, "--policy", in.policies.Dir)
+		expect(t, r, 0, "    matchConditions (not evaluated: this build leaves out the CEL evaluator")
+		// A full build (this test binary's) evaluates them.
+		full := func(args ...string) harness.Result {
+			var out, errOut bytes.Buffer
+			args = append(args, "--kubeconfig", kubeconfig, "-n", ns, "--configuration", in.mwc.Name, "--policy", in.policies.Dir)
+			code := cli.Main(append([]string{"check"}, args...), cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			return harness.Result{Stdout: out.Bytes(), Stderr: errOut.Bytes(), ExitCode: code}
+		}
+		expect(t, full("-f", file), 4, "webhook "+webhook+`: does not send the pod: matchCondition "not-skipped" is false for the pod`+"\n",
+			"verdict: not mutated: the policies select the pod, but no webhook configuration sends it")
+		expect(t, full("-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml")), 0, "    matchConditions (all hold for the pod): not-skipped: ")
 	})
 
 	t.Run("deployment", func(t *testing.T) {
