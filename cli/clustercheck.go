@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -316,19 +315,11 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 		rep.Object = "Deployment " + namespace + "/" + name
 		return &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}, nil
 	}
-	f, err := os.Open(o.filename)
+	doc, err := readOneObject(o.filename)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	docs, err := readDocuments(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.filename, err)
-	}
-	if len(docs) != 1 {
-		return nil, fmt.Errorf("%s: must hold exactly one object, holds %d documents", o.filename, len(docs))
-	}
-	obj := classify(docs[0])
+	obj := classify(doc)
 	if !obj.hasPod() {
 		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", o.filename)
 	}
@@ -340,7 +331,7 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 	if err := json.Unmarshal(raw, pod); err != nil {
 		return nil, fmt.Errorf("%s: not a valid pod: %w", o.filename, err)
 	}
-	if md, _ := docs[0]["metadata"].(map[string]any); md != nil {
+	if md, _ := doc["metadata"].(map[string]any); md != nil {
 		if n, _ := md["namespace"].(string); n != "" {
 			if o.namespace != "" && n != o.namespace {
 				return nil, usageErrorf("%s is in namespace %q, not --namespace %q", o.filename, n, o.namespace)
@@ -351,7 +342,7 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 	if pod.Namespace == "" {
 		pod.Namespace = namespace
 	}
-	rep.Object = displayName(docs[0], pod.Namespace)
+	rep.Object = displayName(doc, pod.Namespace)
 	return pod, nil
 }
 
@@ -471,7 +462,7 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 	}
 	fmt.Fprintf(w, "  policies: %s (leak mitigation %s)\n", rep.PolicySource, rep.LeakMitigation)
 	var b strings.Builder
-	writeReport(&b, &dryRunPod{name: rep.Object, result: *rep.result})
+	writeReport(&reportWriter{&b}, &dryRunPod{name: rep.Object, result: *rep.result})
 	// writeReport's first line names the object again.
 	_, body, _ := strings.Cut(b.String(), "\n")
 	for _, line := range strings.SplitAfter(body, "\n") {

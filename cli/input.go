@@ -687,3 +687,41 @@ func (j *jsonReader) items(pos position, head map[string]any) error {
 	_, err := j.token(pos)
 	return err
 }
+
+// singleObject collects the documents of a file that must hold exactly one
+// object (a policy test's input, check -f): a List counts as one document.
+type singleObject struct {
+	docs  []map[string]any
+	lists int
+}
+
+func (s *singleObject) object(_ position, doc map[string]any) error {
+	s.docs = append(s.docs, doc)
+	return nil
+}
+
+func (s *singleObject) listStart(position, map[string]any) error {
+	s.lists++
+	return nil
+}
+
+func (*singleObject) listItem(position, any) error           { return nil }
+func (*singleObject) listEnd(position, map[string]any) error { return nil }
+
+// readOneObject reads the one object a file holds, through the same bounded
+// reader as dry-run; a List or more than one document is an error.
+func readOneObject(name string) (map[string]any, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var s singleObject
+	if err := readStream(name, f, &s); err != nil {
+		return nil, err
+	}
+	if n := len(s.docs) + s.lists; n != 1 || s.lists != 0 {
+		return nil, fmt.Errorf("%s: must hold exactly one object (not a List), holds %d documents", name, n)
+	}
+	return s.docs[0], nil
+}

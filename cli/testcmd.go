@@ -259,19 +259,11 @@ func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
 
 // runCase runs one case and returns what differs from its expectations.
 func runCase(c testCase, rel func(string) string, namespaces map[string]map[string]string, set *policy.Set, opts mutate.Options) ([]string, error) {
-	f, err := os.Open(rel(c.Input))
+	doc, err := readOneObject(rel(c.Input))
 	if err != nil {
 		return nil, err
 	}
-	docs, err := readDocuments(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Input, err)
-	}
-	if len(docs) != 1 || isList(docs[0]) {
-		return nil, fmt.Errorf("%s: must hold exactly one object, holds %d documents", c.Input, len(docs))
-	}
-	obj := classify(docs[0])
+	obj := classify(doc)
 	if !obj.hasPod() {
 		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", c.Input)
 	}
@@ -288,7 +280,7 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 	for k, v := range namespaces[nsName] {
 		labels[k] = v
 	}
-	p, err := dryRunObject(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts)
+	p, err := dryRunObject(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts, false)
 	if err != nil {
 		return nil, err
 	}
