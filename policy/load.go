@@ -23,16 +23,38 @@ import (
 // following symlinks, so a mounted ConfigMap (x.yaml -> ..data/x.yaml) loads
 // as its keys; a dangling symlink (a key being removed) is skipped. Every
 // problem of every file is collected; the returned error is then an *Error.
+//
+// Nothing to load is a problem too: a directory with no policy file, a file
+// with no policy document (an empty or truncated file). An empty set would
+// admit every sandbox pod unmutated, in silence; LoadAllowEmpty is for when
+// that is intended.
 func Load(paths ...string) (*Set, error) {
+	return load(false, paths)
+}
+
+// LoadAllowEmpty is Load for a set that may hold no policy at all: empty
+// files and directories without policy files are accepted.
+func LoadAllowEmpty(paths ...string) (*Set, error) {
+	return load(true, paths)
+}
+
+// emptyHint ends the message about an empty policy file or directory.
+const emptyHint = "an empty policy set would leave every pod unmutated"
+
+func load(allowEmpty bool, paths []string) (*Set, error) {
 	var (
 		policies []*Policy
 		problems []Problem
 	)
 	for _, p := range paths {
-		files, err := policyFiles(p)
+		files, err := Files(p)
 		if err != nil {
 			problems = append(problems, fileProblem(p, err))
 			continue
+		}
+		if len(files) == 0 && !allowEmpty {
+			problems = append(problems, Problem{Source: p, Err: documentError(
+				"holds no *.yaml, *.yml or *.json file (subdirectories are not read); " + emptyHint)})
 		}
 		for _, f := range files {
 			if st, err := os.Stat(f); err == nil && st.Size() > yamllimit.MaxBytes {
@@ -45,6 +67,9 @@ func Load(paths ...string) (*Set, error) {
 				continue
 			}
 			ps, pr := parse(f, raw)
+			if len(ps) == 0 && len(pr) == 0 && !allowEmpty {
+				pr = append(pr, Problem{Source: f, Err: documentError("holds no policy document (empty or truncated?); " + emptyHint)})
+			}
 			policies = append(policies, ps...)
 			problems = append(problems, pr...)
 		}
@@ -112,8 +137,10 @@ func newSet(policies []*Policy) (*Set, []Problem) {
 	return &Set{Policies: sorted, Hash: hex.EncodeToString(h.Sum(nil))[:hashLen]}, nil
 }
 
-// policyFiles lists the files a --policy path stands for.
-func policyFiles(path string) ([]string, error) {
+// Files lists the files Load reads for one path: the path itself when it is
+// a file, else the directory's policy files in name order. The server's
+// reloader hashes exactly these to notice a change.
+func Files(path string) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -131,7 +158,7 @@ func policyFiles(path string) ([]string, error) {
 		switch {
 		case strings.HasPrefix(name, "."):
 			continue
-		case !slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(name))):
+		case !IsPolicyFileName(name):
 			continue
 		}
 		f := filepath.Join(path, name)
@@ -193,4 +220,11 @@ func isSeparator(line []byte) bool {
 	}
 	trimmed := bytes.TrimSpace(rest)
 	return len(trimmed) == 0 || trimmed[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
+}
+
+// IsPolicyFileName reports whether a directory entry of this name is read
+// as a policy file: *.yaml, *.yml or *.json, not starting with ".".
+func IsPolicyFileName(name string) bool {
+	return !strings.HasPrefix(name, ".") &&
+		slices.Contains([]string{".yaml", ".yml", ".json"}, strings.ToLower(filepath.Ext(name)))
 }

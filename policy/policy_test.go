@@ -443,3 +443,57 @@ func TestLoadBoundsInput(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadEmpty: nothing to load is an error naming each empty path, unless
+// LoadAllowEmpty says zero policies is intended. A truncated file is the
+// same as an empty one.
+func TestLoadEmpty(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	comments := filepath.Join(dir, "comments.yaml")
+	noPolicies := filepath.Join(dir, "nothing")
+	parent := filepath.Join(dir, "parent")
+	for path, content := range map[string]string{
+		empty:                                "",
+		comments:                             "# nothing yet\n---\n",
+		filepath.Join(noPolicies, "README"):  "not a policy file\n",
+		filepath.Join(parent, "a", "p.yaml"): "",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const fileDetail = "holds no policy document (empty or truncated?); an empty policy set would leave every pod unmutated"
+	const dirDetail = "holds no *.yaml, *.yml or *.json file (subdirectories are not read); an empty policy set would leave every pod unmutated"
+	_, err := Load(empty, comments, noPolicies, parent)
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Load of empty paths: got %T %v, want *Error", err, err)
+	}
+	want := []Problem{
+		{Source: empty, Err: documentError(fileDetail)},
+		{Source: comments, Err: documentError(fileDetail)},
+		{Source: noPolicies, Err: documentError(dirDetail)},
+		{Source: parent, Err: documentError(dirDetail)},
+	}
+	if !reflect.DeepEqual(perr.Problems, want) {
+		t.Errorf("problems:\n got %+v\nwant %+v", perr.Problems, want)
+	}
+
+	// One empty file beside a good one is still an error: it is a policy
+	// lost to a truncated write or an unfinished edit.
+	if _, err := Load("testdata/valid-minimal.yaml", empty); err == nil || !strings.Contains(err.Error(), empty+": "+fileDetail) {
+		t.Errorf("Load of a good and an empty file: %v", err)
+	}
+
+	set, err := LoadAllowEmpty(empty, comments, noPolicies, parent)
+	if err != nil || len(set.Policies) != 0 {
+		t.Errorf("LoadAllowEmpty: %+v, %v; want an empty set", set, err)
+	}
+	if _, err := LoadAllowEmpty("testdata/does-not-exist.yaml"); err == nil {
+		t.Error("LoadAllowEmpty of a missing path succeeded; only emptiness is allowed")
+	}
+}
