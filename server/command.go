@@ -52,6 +52,7 @@ type Extension interface {
 type flagValues struct {
 	config             string
 	policies           []string
+	allowEmpty         bool
 	leakMitigation     string
 	leakMitigationFile string
 	certDir            string
@@ -148,6 +149,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.SortFlags = false
 	fs.StringVar(&v.config, "config", "", "YAML file with defaults for these flags; keys are the long flag names")
 	fs.StringSliceVar(&v.policies, "policy", nil, "policy file, or directory of *.yaml, *.yml and *.json policy files (a mounted ConfigMap); repeatable; reloaded on change")
+	fs.BoolVar(&v.allowEmpty, "allow-empty-policies", false, "accept a policy set with no policy (every pod is admitted unchanged); without it an empty file or a directory without policy files is invalid")
 	fs.StringVar(&v.leakMitigation, "leak-mitigation", "policy", "mode override for every policy: on (disk-backed caches), off (memory) or policy (each policy's own mode)")
 	fs.StringVar(&v.leakMitigationFile, "leak-mitigation-file", "", "file holding on, off or policy; reloaded on change; wins over --leak-mitigation")
 	fs.StringVar(&v.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded on change")
@@ -177,6 +179,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	o := Options{
 		PolicyPaths:            v.policies,
+		AllowEmptyPolicies:     v.allowEmpty,
 		LeakMitigationFile:     v.leakMitigationFile,
 		ExcludeNamespaces:      v.excludeNamespaces,
 		AllowedHostPaths:       v.allowedHostPaths,

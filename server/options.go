@@ -34,8 +34,14 @@ type Options struct {
 	// PolicyPaths are policy files or directories of policy files. They
 	// are watched and reloaded.
 	PolicyPaths []string
-	// LoadPolicies loads a policy set from PolicyPaths. Default: policy.Load.
+	// LoadPolicies loads a policy set from PolicyPaths. Default:
+	// policy.Load, which refuses an empty set, or policy.LoadAllowEmpty
+	// with AllowEmptyPolicies.
 	LoadPolicies func(paths ...string) (*policy.Set, error)
+	// AllowEmptyPolicies accepts a policy set with no policy (every pod is
+	// then admitted unchanged). Without it, an empty file or a directory
+	// without policy files is an invalid set.
+	AllowEmptyPolicies bool
 	// LeakMitigation is the mode override used while LeakMitigationFile is
 	// unset.
 	LeakMitigation mutate.LeakMitigation
@@ -114,6 +120,9 @@ func (o *Options) complete() error {
 	}
 	if o.LoadPolicies == nil {
 		o.LoadPolicies = policy.Load
+		if o.AllowEmptyPolicies {
+			o.LoadPolicies = policy.LoadAllowEmpty
+		}
 	}
 	if o.LeakMitigation == "" {
 		o.LeakMitigation = mutate.LeakMitigationPolicy

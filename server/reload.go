@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +30,14 @@ const (
 )
 
 // reloadDebounce lets a burst of file events (an editor's truncate and
-// write, a ConfigMap's symlink swap) settle into one reload.
-const reloadDebounce = 100 * time.Millisecond
+// write, a ConfigMap's symlink swap) settle into one reload: the files are
+// read once no event came for this long, and at the latest
+// reloadDebounceMax after the first event of the burst, so that a file
+// written without pause cannot hold a reload back.
+const (
+	reloadDebounce    = 100 * time.Millisecond
+	reloadDebounceMax = time.Second
+)
 
 // reloader keeps the published admission.Config in step with the policy
 // files and the leak-mitigation file. A valid change is swapped in as a
@@ -111,19 +116,28 @@ func (s *sourceState) describeError() string {
 }
 
 // reload re-reads whatever changed since the last read and publishes a new
-// Config when the effective policies or mode changed.
-func (r *reloader) reload() {
+// Config when the effective policies or mode changed. A source whose files
+// changed while they were read is left for the next reload, which it asks
+// for by returning true: a set is only taken from files that held still.
+func (r *reloader) reload() (unsettled bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	changed := false
 
 	if fp := fingerprint(r.paths); fp != r.policies.fingerprint {
-		r.policies.fingerprint = fp
 		set, err := r.load(r.paths...)
-		if err != nil {
+		if fingerprint(r.paths) != fp {
+			r.log.V(1).Info("Policy files changed while being read; reading them again", "paths", r.paths)
+			return true
+		}
+		r.policies.fingerprint = fp
+		switch {
+		case err != nil && r.set == nil:
+			r.failed(&r.policies, sourcePolicies, err, "Policies are invalid; not ready until they are fixed", "paths", r.paths)
+		case err != nil:
 			r.failed(&r.policies, sourcePolicies, err, "Policies are invalid; the last good set keeps serving",
-				"paths", r.paths, "serving", setHash(r.set))
-		} else {
+				"paths", r.paths, "serving", r.set.Hash)
+		default:
 			r.succeeded(&r.policies, sourcePolicies)
 			r.policies.loaded = true
 			if r.set == nil || set.Hash != r.set.Hash {
@@ -136,12 +150,19 @@ func (r *reloader) reload() {
 
 	if r.leakFile != "" {
 		if fp := fingerprint([]string{r.leakFile}); fp != r.leak.fingerprint {
-			r.leak.fingerprint = fp
 			mode, err := readLeakMitigation(r.leakFile)
-			if err != nil {
+			if fingerprint([]string{r.leakFile}) != fp {
+				r.log.V(1).Info("The leak-mitigation file changed while being read; reading it again", "file", r.leakFile)
+				return true
+			}
+			r.leak.fingerprint = fp
+			switch {
+			case err != nil && !r.leak.loaded:
+				r.failed(&r.leak, sourceLeakMitigation, err, "The leak-mitigation file is invalid; not ready until it is fixed", "file", r.leakFile)
+			case err != nil:
 				r.failed(&r.leak, sourceLeakMitigation, err, "The leak-mitigation file is invalid; the last good mode keeps serving",
 					"file", r.leakFile, "serving", r.leakMode)
-			} else {
+			default:
 				r.succeeded(&r.leak, sourceLeakMitigation)
 				first := !r.leak.loaded
 				r.leak.loaded = true
@@ -155,11 +176,12 @@ func (r *reloader) reload() {
 	}
 
 	if r.set == nil || (r.leakFile != "" && !r.leak.loaded) {
-		return
+		return false
 	}
 	if changed || r.target.Load() == nil {
 		r.publish()
 	}
+	return false
 }
 
 // publish swaps in a new Config. Callers hold r.mu.
@@ -209,8 +231,13 @@ func (r *reloader) stop() {
 	}
 }
 
-// run re-reads on file events in the watched directories and every
-// interval, until ctx ends. start must have been called.
+// run re-reads on relevant file events and every interval, until ctx ends.
+// start must have been called.
+//
+// Only events on the files the sources are read from count (and a
+// ConfigMap's ..data swap); anything else written in a watched directory, a
+// log file say, is dropped without a word, so that it can neither hold
+// reloads back nor, by being logged, feed itself.
 func (r *reloader) run(ctx context.Context) error {
 	w := r.watcher
 	var events <-chan fsnotify.Event
@@ -221,8 +248,8 @@ func (r *reloader) run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
+	d := newDebouncer(reloadDebounce, reloadDebounceMax)
+	defer d.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,30 +259,91 @@ func (r *reloader) run(ctx context.Context) error {
 				events = nil
 				continue
 			}
-			r.log.V(1).Info("File event", "event", ev.String())
-			debounce.Reset(reloadDebounce)
+			if r.relevant(ev.Name) {
+				d.event(time.Now())
+			}
 		case err, ok := <-werrs:
 			if !ok {
 				werrs = nil
 				continue
 			}
 			r.log.Error(err, "File watch error; the periodic re-check still runs")
-		case <-debounce.C:
-			r.reload()
+		case <-d.fire():
+			d.fired()
+			if r.reload() {
+				d.event(time.Now())
+			}
 		case <-tick.C:
 			if w != nil {
 				// A watched directory that was itself replaced (a
 				// symlinked mount swapped underneath) needs a new watch.
 				r.watch(w)
 			}
-			r.reload()
+			if r.reload() {
+				d.event(time.Now())
+			}
 		}
 	}
 }
 
+// relevant reports whether a file event on name can change what the sources
+// read: a policy file (as the loader picks them in a directory), the
+// leak-mitigation file, or a ConfigMap's ..data symlink being swapped.
+func (r *reloader) relevant(name string) bool {
+	name = filepath.Clean(name)
+	dir, base := filepath.Split(name)
+	dir = filepath.Clean(dir)
+	if base == "..data" {
+		return true
+	}
+	if r.leakFile != "" && name == filepath.Clean(r.leakFile) {
+		return true
+	}
+	for _, p := range r.paths {
+		p = filepath.Clean(p)
+		if name == p || (dir == p && policy.IsPolicyFileName(base)) {
+			return true
+		}
+	}
+	return false
+}
+
+// debouncer turns a stream of events into reloads: it fires once no event
+// came for quiet, and at the latest max after the first event it has not
+// fired for yet.
+type debouncer struct {
+	quiet, max time.Duration
+	timer      *time.Timer
+	armed      bool
+	deadline   time.Time // of the pending burst
+}
+
+func newDebouncer(quiet, max time.Duration) *debouncer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &debouncer{quiet: quiet, max: max, timer: t}
+}
+
+// event records an event at now.
+func (d *debouncer) event(now time.Time) {
+	if !d.armed {
+		d.armed = true
+		d.deadline = now.Add(d.max)
+	}
+	d.timer.Reset(min(d.quiet, d.deadline.Sub(now)))
+}
+
+func (d *debouncer) fire() <-chan time.Time { return d.timer.C }
+
+// fired ends the burst.
+func (d *debouncer) fired() { d.armed = false }
+
+func (d *debouncer) stop() { d.timer.Stop() }
+
 // watch adds watches on the directories holding the sources: a directory
 // path itself, the parent of a file path. Events there cover edits, new
-// files and a ConfigMap's ..data symlink swap.
+// files and a ConfigMap's ..data symlink swap; relevant picks the ones
+// that matter.
 func (r *reloader) watch(w *fsnotify.Watcher) {
 	dirs := map[string]bool{}
 	for _, p := range append(slices.Clone(r.paths), r.leakFile) {
@@ -334,41 +422,21 @@ func readLeakMitigation(path string) (mutate.LeakMitigation, error) {
 }
 
 // fingerprint identifies the current contents of paths the way the policy
-// loader sees them: each file, or each entry of a directory (following
-// symlinks, skipping dot-names), by name and content. An unreadable path
+// loader sees them: exactly the files policy.Files lists for each path
+// (following symlinks), by name and content. An unreadable path
 // contributes its error, so that it changes when the path appears.
 func fingerprint(paths []string) string {
 	h := sha256.New()
 	for _, p := range paths {
 		fmt.Fprintf(h, "path %s\n", p)
-		st, err := os.Stat(p)
+		files, err := policy.Files(p)
 		if err != nil {
 			fmt.Fprintf(h, "error %v\n", errors.Unwrap(err))
 			continue
 		}
-		if !st.IsDir() {
-			hashFile(h, p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			fmt.Fprintf(h, "error %v\n", err)
-			continue
-		}
-		names := make([]string, 0, len(entries))
-		for _, e := range entries {
-			if !strings.HasPrefix(e.Name(), ".") {
-				names = append(names, e.Name())
-			}
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			full := filepath.Join(p, n)
-			if st, err := os.Stat(full); err != nil || st.IsDir() {
-				continue
-			}
-			fmt.Fprintf(h, "file %s\n", n)
-			hashFile(h, full)
+		for _, f := range files {
+			fmt.Fprintf(h, "file %s\n", f)
+			hashFile(h, f)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
