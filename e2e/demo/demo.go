@@ -137,7 +137,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := copyDir(filepath.Join(root, "examples", "policies", "memory"), policyDir); err != nil {
 		return done.fail(err)
 	}
-	leakFile := filepath.Join(o.dir, "leak-mitigation")
+	// The leak-mitigation file has a directory of its own, as in a pod's
+	// ConfigMap mount: the server watches the directory of each file it
+	// reloads, and the logs below are written elsewhere.
+	leakFile := filepath.Join(o.dir, "config", "leak-mitigation")
+	if err := os.MkdirAll(filepath.Dir(leakFile), 0o755); err != nil {
+		return done.fail(err)
+	}
 	if err := os.WriteFile(leakFile, []byte("policy\n"), 0o644); err != nil {
 		return done.fail(err)
 	}
