@@ -45,6 +45,8 @@ type instanceOptions struct {
 	objectSelector *metav1.LabelSelector
 	// values are further chart values.
 	values map[string]any
+	// args are further serve flags.
+	args []string
 }
 
 // instance is one sandbox-webhook process with its certificates, its
@@ -126,7 +128,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		ExcludeNamespaces:  []string{in.ownNamespace},
 		// Its configuration is deleted before it stops, so nothing needs
 		// the default 5s of answering while not ready.
-		Args: []string{"--shutdown-delay", "200ms"},
+		Args: append([]string{"--shutdown-delay", "200ms"}, o.args...),
 		Log:  logFile,
 	})
 	if err != nil {
