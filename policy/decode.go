@@ -232,12 +232,47 @@ func unknownField(path string) *field.Error {
 	}
 	detail := "unknown field"
 	names := fieldsAt(parent)
-	if i := slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(n, key) }); i >= 0 {
-		detail += fmt.Sprintf("; did you mean %q?", names[i])
+	if near := nearest(key, names); near != "" {
+		detail += fmt.Sprintf("; did you mean %q?", near)
 	} else if len(names) > 0 {
 		detail += "; supported fields: " + quoted(names)
 	}
 	return &field.Error{Type: field.ErrorTypeForbidden, Field: path, Detail: detail}
+}
+
+// nearest is the name closest to key, ignoring case, when it is close
+// enough to be a misspelling (mountpath, enforcment, cachez): at most two
+// edits, and fewer than a third of key's length. "" when none is.
+func nearest(key string, names []string) string {
+	best, bestDist := "", 0
+	for _, n := range names {
+		d := editDistance(strings.ToLower(key), strings.ToLower(n))
+		if d <= 2 && d*3 < len(key) && (best == "" || d < bestDist) {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // fieldsAt returns the JSON field names of the object at path (such as
