@@ -26,12 +26,16 @@ func newGenerateCommand() *cobra.Command {
 		Long: `Write a fresh CA certificate and a serving certificate signed by it into --out-dir:
 ca.crt (the webhook configuration's caBundle), tls.crt and tls.key (the server's --cert-dir).
 IP addresses given as --host become IP SANs, names become DNS SANs. Keys are ECDSA P-256;
-the CA's key is discarded, so ca.crt vouches for this one serving certificate only.`,
+the CA's key is discarded, so ca.crt vouches for this one serving certificate only.
+Existing files in --out-dir are kept, and the command fails, unless --force.`,
 		Example: `  sandbox-webhook certs generate --out-dir /tmp/certs --host 127.0.0.1 --host localhost
   sandbox-webhook certs generate --out-dir certs --host sandbox-webhook.sandbox-webhook.svc --validity 720h`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return cmd.FlagErrorFunc()(cmd, err)
+			}
 			if err := Generate(opts); err != nil {
 				return fmt.Errorf("certs generate: %w", err)
 			}
@@ -43,5 +47,6 @@ the CA's key is discarded, so ca.crt vouches for this one serving certificate on
 	fs.StringVar(&opts.OutDir, "out-dir", "", "directory to write ca.crt, tls.crt and tls.key into (created when missing)")
 	fs.StringArrayVar(&opts.Hosts, "host", nil, "subject alternative name of the serving certificate (repeatable; IP addresses become IP SANs)")
 	fs.DurationVar(&opts.Validity, "validity", DefaultValidity, "how long the CA and the serving certificate are valid")
+	fs.BoolVar(&opts.Force, "force", false, "replace an existing ca.crt, tls.crt and tls.key in --out-dir (the old CA cannot be had again)")
 	return cmd
 }

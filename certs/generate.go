@@ -42,7 +42,16 @@ type GenerateOptions struct {
 	Validity time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Force replaces an existing ca.crt, tls.crt or tls.key in OutDir.
+	// Without it Generate refuses: the CA's key is not kept, so a
+	// replaced ca.crt cannot be had again, and every caBundle holding it
+	// stops verifying the new serving certificate.
+	Force bool
 }
+
+// ErrExists is returned by Generate when OutDir already holds a file it
+// would write and Force is not set.
+var ErrExists = errors.New("already exists")
 
 // Generate writes a fresh CA certificate and a serving certificate signed by it
 // into opts.OutDir (ca.crt, tls.crt, and tls.key with mode 0600). Keys are ECDSA
@@ -118,6 +127,18 @@ func Generate(opts GenerateOptions) error {
 		return fmt.Errorf("encoding serving key: %w", err)
 	}
 
+	if !opts.Force {
+		var existing []string
+		for _, name := range []string{CAFile, CertFile, KeyFile} {
+			if _, err := os.Lstat(filepath.Join(opts.OutDir, name)); err == nil {
+				existing = append(existing, name)
+			}
+		}
+		if len(existing) > 0 {
+			return fmt.Errorf("%s in %s: %w; the CA key is not kept, so a replaced CA is gone for good and every caBundle holding it stops verifying (--force replaces them)",
+				strings.Join(existing, ", "), opts.OutDir, ErrExists)
+		}
+	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return fmt.Errorf("creating output directory: %w", err)
 	}

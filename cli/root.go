@@ -70,7 +70,37 @@ Try a policy offline before installing it:
 	for _, c := range extraCommands() {
 		root.AddCommand(c)
 	}
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every argument error of c and its subcommands a usage
+// error (exit code 2) that says what the command takes. Cobra's own
+// message for an extra argument is "unknown command", even where a
+// command has no subcommands.
+//
+// A command group (the root, certs) gets one too, and prints its help when
+// run without arguments: cobra would otherwise print the help, exit 0, for
+// an unknown command.
+func usageArgs(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				if cmd.HasSubCommands() {
+					return usageErrorf("unknown command %q for %q; %q lists the commands", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
+				}
+				return usageErrorf("%q takes no arguments, got %q; every input is a flag (%s --help)", cmd.CommandPath(), args, cmd.CommandPath())
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // Main runs the command line and returns the process exit code.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -22,16 +23,19 @@ any policy is invalid.`,
 			}
 			// Each argument is its own set: a memory and a disk variant of the
 			// same policy may share a name without being loaded together.
+			// Every path is checked, and every problem reported at once.
+			var problems []error
 			for _, path := range args {
 				set, err := policy.Load(path)
 				if err != nil {
-					return err
+					problems = append(problems, err)
+					continue
 				}
 				for _, p := range set.Policies {
 					fmt.Fprintf(streams.Out, "%s: policy %s (hash %s) is valid\n", p.Source, p.Name(), p.Hash)
 				}
 			}
-			return nil
+			return errors.Join(problems...)
 		},
 	}
 }

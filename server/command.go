@@ -110,20 +110,25 @@ arrive within 32s and idle keep-alive connections close after 90s
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Bad flags, environment or config file are usage errors,
+			// reported before anything is looked up.
+			usage := cmd.FlagErrorFunc()
 			if err := resolveFlags(cmd.Flags(), os.LookupEnv); err != nil {
-				return err
+				return usage(cmd, err)
+			}
+			if len(v.policies) == 0 {
+				return usage(cmd, fmt.Errorf("--policy is required (or $%s, or the policy key of --config)", EnvVar("policy")))
 			}
 			log, err := newLogger(v.logLevel, cmd.ErrOrStderr())
 			if err != nil {
-				return err
+				return usage(cmd, fmt.Errorf("%s: %w", flagSource(cmd.Flags(), "log-level"), err))
+			}
+			opts, err := v.options(cmd.Flags())
+			if err != nil {
+				return usage(cmd, err)
 			}
 			logf.SetLogger(log)
 			klog.SetLogger(log.WithName("client-go"))
-
-			opts, err := v.options(cmd.Flags())
-			if err != nil {
-				return err
-			}
 			opts.Logger = log
 			if opts.RESTConfig, err = restConfig(v.kubeconfig); err != nil {
 				return err
@@ -198,7 +203,7 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	}
 	lm, ok := mutate.ParseLeakMitigation(v.leakMitigation)
 	if !ok {
-		return o, fmt.Errorf("--leak-mitigation %q: must be on, off or policy", v.leakMitigation)
+		return o, fmt.Errorf("%s %q: must be on, off or policy", flagSource(fs, "leak-mitigation"), v.leakMitigation)
 	}
 	o.LeakMitigation = lm
 	switch v.tlsMinVersion {
@@ -207,15 +212,15 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	case "1.3":
 		o.TLSMinVersion = tls.VersionTLS13
 	default:
-		return o, fmt.Errorf("--tls-min-version %q: must be 1.2 or 1.3", v.tlsMinVersion)
+		return o, fmt.Errorf("%s %q: must be 1.2 or 1.3", flagSource(fs, "tls-min-version"), v.tlsMinVersion)
 	}
 	q, err := resource.ParseQuantity(v.maxRequestBytes)
 	if err != nil {
-		return o, fmt.Errorf("--max-request-bytes %q: must be a number of bytes or a quantity such as 3Mi", v.maxRequestBytes)
+		return o, fmt.Errorf("%s %q: must be a number of bytes or a quantity such as 3Mi", flagSource(fs, "max-request-bytes"), v.maxRequestBytes)
 	}
 	o.MaxRequestBytes = q.Value()
 	if o.MaxRequestBytes <= 0 {
-		return o, fmt.Errorf("--max-request-bytes %q: must be positive", v.maxRequestBytes)
+		return o, fmt.Errorf("%s %q: must be positive", flagSource(fs, "max-request-bytes"), v.maxRequestBytes)
 	}
 	if v.maxBufferedBytes != "" {
 		if q, err = resource.ParseQuantity(v.maxBufferedBytes); err != nil || q.Value() <= 0 {
@@ -248,6 +253,7 @@ func resolveFlags(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) erro
 			if err := fs.Set(f.Name, val); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", env, val, err))
 			}
+			setSource(f, "$"+env)
 		}
 	})
 	if len(errs) > 0 {
@@ -299,6 +305,7 @@ func applyConfig(fs *pflag.FlagSet, path string, raw []byte) error {
 				break
 			}
 		}
+		setSource(f, "key "+k+" of --config "+path)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("--config %s: %s", path, strings.Join(errs, "; "))
@@ -322,6 +329,29 @@ func scalar(v any) (string, error) {
 	return "", fmt.Errorf("a string, number or boolean is expected, not %T", v)
 }
 
+// sourceAnnotation records on a flag where a value that did not come from
+// the command line came from, for error messages.
+const sourceAnnotation = "sandbox-webhook.io/source"
+
+func setSource(f *pflag.Flag, source string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[sourceAnnotation] = []string{source}
+}
+
+// flagSource names a flag in an error about its value: "--port", or
+// "--port (from $SANDBOX_WEBHOOK_PORT)" when the environment or the config
+// file set it, so that the message points at what to fix.
+func flagSource(fs *pflag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil {
+		if src := f.Annotations[sourceAnnotation]; len(src) == 1 {
+			return "--" + name + " (from " + src[0] + ")"
+		}
+	}
+	return "--" + name
+}
+
 // EnvVar returns the environment variable of a serve flag.
 func EnvVar(flag string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
@@ -337,7 +367,7 @@ func newLogger(level string, w io.Writer) (logr.Logger, error) {
 	case "debug":
 		lvl = zapcore.DebugLevel
 	default:
-		return logr.Logger{}, fmt.Errorf("--log-level %q: must be info or debug", level)
+		return logr.Logger{}, fmt.Errorf("%q: must be info or debug", level)
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder

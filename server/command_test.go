@@ -50,6 +50,7 @@ func flagValuesOf(t *testing.T, fs *pflag.FlagSet) *flagValues {
 	}
 	return &flagValues{
 		policies:           must(fs.GetStringSlice("policy")).([]string),
+		allowEmpty:         must(fs.GetBool("allow-empty-policies")).(bool),
 		leakMitigation:     must(fs.GetString("leak-mitigation")).(string),
 		leakMitigationFile: must(fs.GetString("leak-mitigation-file")).(string),
 		certDir:            must(fs.GetString("cert-dir")).(string),
