@@ -67,7 +67,15 @@ func TestInstallDocCommands(t *testing.T) {
 			if text == nil {
 				continue
 			}
-			if _, err := policy.Parse(name+": "+file, []byte(text.(string))); err != nil {
+			raw, ok := text.(string)
+			if !ok { // a SandboxPolicy mapping: the chart renders it as YAML
+				b, err := yaml.Marshal(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw = string(b)
+			}
+			if _, err := policy.Parse(name+": "+file, []byte(raw)); err != nil {
 				t.Errorf("%v", err)
 			}
 			parsed++

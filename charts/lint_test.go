@@ -1,6 +1,8 @@
 package charts
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -54,5 +56,30 @@ func TestHelmLintSeesValues(t *testing.T) {
 	result := lint.Run([]string{chartDir}, map[string]any{"replicaCount": "two"})
 	if len(result.Errors) == 0 {
 		t.Fatal("lint passed with replicaCount=two; want a schema error")
+	}
+}
+
+// TestHelmLintRefusesInvalidInlinePolicy: helm lint --strict checks an
+// inline policy mapping against the SandboxPolicy schema.
+func TestHelmLintRefusesInvalidInlinePolicy(t *testing.T) {
+	lint := action.NewLint()
+	lint.Namespace = namespace
+	lint.Strict = true
+	lint.KubeVersion = kubeVersion(t)
+	bad := map[string]any{
+		"apiVersion": "sandbox-webhook.io/v1alpha1",
+		"kind":       "SandboxPolicy",
+		"metadata":   map[string]any{"name": "bad"},
+		"spec": map[string]any{
+			"mode":  "tmpfs",
+			"match": map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app": "sandbox"}}},
+		},
+	}
+	result := lint.Run([]string{chartDir}, map[string]any{"policies": map[string]any{"inline": map[string]any{"bad.yaml": bad}}})
+	if len(result.Errors) == 0 {
+		t.Fatal("helm lint --strict passed an inline policy with mode tmpfs")
+	}
+	if msg := fmt.Sprint(result.Errors); !strings.Contains(msg, "mode") {
+		t.Errorf("lint errors do not name spec.mode: %s", msg)
 	}
 }
