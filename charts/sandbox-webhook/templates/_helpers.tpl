@@ -100,6 +100,10 @@ bad types. Included by every template so that any render fails the same way.
 {{- if and (ne $mode "existingSecret") $v.webhook.caBundle -}}
 {{- fail (printf "webhook.caBundle is set but certificates.mode=%s injects the CA and would overwrite it; use certificates.mode=existingSecret to supply your own CA" $mode) -}}
 {{- end -}}
+{{- /* A cluster's discovery lists kinds ("v1/Pod"); helm template's built-in set does not, so only a real install is checked. */ -}}
+{{- if and (eq $mode "certManager") (.Capabilities.APIVersions.Has "v1/Pod") (not (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate")) -}}
+{{- fail "certificates.mode=certManager (the default) needs cert-manager, and this cluster has no cert-manager.io/v1 Certificate: install cert-manager first, or set certificates.mode=selfManaged (the server keeps its own CA and certificate in a Secret) or certificates.mode=existingSecret (your own kubernetes.io/tls Secret and webhook.caBundle); see docs/install.md" -}}
+{{- end -}}
 {{- if and (ne $mode "certManager") $v.certificates.certManager.issuerRef.name -}}
 {{- fail (printf "certificates.certManager.issuerRef.name is set but certificates.mode=%s does not use cert-manager; set certificates.mode=certManager or unset the issuerRef name" $mode) -}}
 {{- end -}}
