@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -168,4 +170,50 @@ func TestDebouncer(t *testing.T) {
 		}
 	}
 	t.Fatal("never fired during 10s of continuous events")
+}
+
+// TestInvalidAtStartSaysNotReady: with no good set yet, an invalid or empty
+// one is reported as what it is, not ready, rather than as a last good set
+// that does not exist; with --allow-empty-policies an empty set serves.
+func TestInvalidAtStartSaysNotReady(t *testing.T) {
+	for _, tt := range []struct {
+		name, content string
+		allowEmpty    bool
+		ready         bool
+		logs          string
+	}{
+		{name: "invalid", content: strings.Replace(policyYAML("a"), "sizeLimit: 1Gi", "sizeLimit: 1 Gi", 1),
+			logs: `"msg":"Policies are invalid; not ready until they are fixed"`},
+		{name: "empty", content: "",
+			logs: `"msg":"Policies are invalid; not ready until they are fixed"`},
+		{name: "empty allowed", content: "", allowEmpty: true, ready: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "seed.yaml"), tt.content)
+			var logs bytes.Buffer
+			log, err := newLogger("debug", &logs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := &Options{PolicyPaths: []string{dir}, AllowEmptyPolicies: tt.allowEmpty, Logger: log, KubeClient: fake.NewClientset(), CertDir: "x", Port: 1}
+			if err := o.complete(); err != nil {
+				t.Fatal(err)
+			}
+			var config atomic.Pointer[admission.Config]
+			r := newReloader(o, &config, newServerMetrics(prometheus.NewRegistry()))
+			r.start()
+			r.stop()
+			err = r.ready()
+			if tt.ready != (err == nil) || tt.ready != (config.Load() != nil) {
+				t.Errorf("ready() = %v, config published %v; want ready %v", err, config.Load() != nil, tt.ready)
+			}
+			if !strings.Contains(logs.String(), tt.logs) {
+				t.Errorf("logs lack %s:\n%s", tt.logs, logs.String())
+			}
+			if strings.Contains(logs.String(), "last good") {
+				t.Errorf("logs speak of a last good set there is none of:\n%s", logs.String())
+			}
+		})
+	}
 }
