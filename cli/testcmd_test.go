@@ -29,7 +29,7 @@ func TestTestCommand(t *testing.T) {
 	for _, name := range []string{"failing", "invalid"} {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, "", "test", "testdata/test/"+name)
-			golden.Compare(t, "testdata/test/"+name+".out", fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
+			golden.Compare(t, "testdata/test/"+name+".golden", fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
 		})
 	}
 	if _, stderr, code := runCLI(t, "", "test"); code != ExitUsage {
