@@ -37,6 +37,19 @@ func TestNotesWarnUnreachablePolicies(t *testing.T) {
 		t.Errorf("NOTES report match.any[0] (app=sandbox), which the selector sends:\n%s", r.notes)
 	}
 
+	// The same policy as a YAML mapping (the schema-checked form) is read alike.
+	var fleetMap map[string]any
+	if err := yaml.Unmarshal(fleet, &fleetMap); err != nil {
+		t.Fatal(err)
+	}
+	asMap, err := yaml.Marshal(map[string]any{"policies": map[string]any{"inline": map[string]any{"sandbox-seed.yaml": nil, "sandbox-fleet.yaml": fleetMap}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := mustRender(t, string(asMap)); !strings.Contains(m.notes, "match.any[3].podSelector") || strings.Contains(m.notes, "match.any[0]") {
+		t.Errorf("a mapping policy: NOTES must report match.any[3] and not match.any[0]:\n%s", m.notes)
+	}
+
 	r = mustRender(t, string(inline)+`
 webhook:
   objectSelector: {matchLabels: null}

@@ -148,8 +148,15 @@ makes the same check on the cluster.
 {{- $obj := .Values.webhook.objectSelector | default dict -}}
 {{- range $file, $text := .Values.policies.inline -}}
 {{- if $text -}}
+{{- /* A mapping is one policy; a string is a file's text, possibly several documents. */ -}}
+{{- $docs := list $text -}}
+{{- if kindIs "string" $text -}}
+{{- $docs = list -}}
 {{- range $doc := regexSplit "(?m)^---.*$" $text -1 -}}
-{{- $p := fromYaml $doc | default dict -}}
+{{- $docs = append $docs (fromYaml $doc | default dict) -}}
+{{- end -}}
+{{- end -}}
+{{- range $p := $docs -}}
 {{- $match := (($p.spec | default dict).match | default dict) -}}
 {{- $blocks := $match.any | default (list $match) -}}
 {{- range $i, $b := $blocks -}}
