@@ -30,6 +30,10 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	hits     *prometheus.CounterVec
 	shadow   *prometheus.CounterVec
+	// podLevelDropped counts admissions in which a memory.level pod
+	// policy injected no headroom because the apiserver drops pod-level
+	// resources.
+	podLevelDropped *prometheus.CounterVec
 
 	// The series of each outcome, looked up once: a lookup hashes the
 	// labels. A duration series appears on /metrics only once observed.
@@ -61,8 +65,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sandbox_webhook_shadow_decisions_total",
 			Help: "Items shadow policies would have injected (decision=apply) or skipped (decision=skip); nothing is patched.",
 		}, []string{"policy", "decision"}),
+		podLevelDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_pod_level_dropped_total",
+			Help: "Pods a memory.level pod policy matched but gave no memory headroom, because the apiserver drops pod-level resources (each admission carries a warning); use memory.level auto.",
+		}, []string{"policy"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow)
+	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow, m.podLevelDropped)
 	m.byOutcome = map[Outcome]*outcomeSeries{}
 	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeError} {
 		m.byOutcome[o] = &outcomeSeries{requests: m.requests.WithLabelValues(string(o))}
@@ -102,6 +110,8 @@ func (m *Metrics) observeResult(res mutate.Result) {
 	for _, d := range res.Skipped {
 		if d.Shadow {
 			m.shadow.WithLabelValues(d.Policy, "skip").Inc()
+		} else if d.Reason == mutate.PodLevelDroppedReason {
+			m.podLevelDropped.WithLabelValues(d.Policy).Inc()
 		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 // checkProblems predicts whether the apiserver accepts the mutated pod and
 // returns why it would not.
-func checkProblems(p *dryRunPod) []string {
-	pod := p.result.Pod
+func checkProblems(p *dryRunPod, target kubeTarget) []string {
+	pod, _ := target.storedPod(p.result.Pod)
 	var problems []string
 	for _, u := range p.unknown {
 		problems = append(problems, "strict decoding error: "+u)
@@ -31,7 +31,10 @@ func checkProblems(p *dryRunPod) []string {
 }
 
 // writeCheck prints the --check verdict for one pod.
-func writeCheck(w *reportWriter, p *dryRunPod, problems []string) {
+func writeCheck(w *reportWriter, p *dryRunPod, problems []string, target kubeTarget) {
+	if _, dropped := target.storedPod(p.result.Pod); dropped {
+		w.line("check: %s: note: %s drops pod-level resources without an error: spec.resources is not stored", p.name, target.name())
+	}
 	if mutate.RequestDefaultsToLimit(&p.result.Pod.Spec) {
 		w.line("check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit", p.name)
 	}

@@ -29,6 +29,8 @@ type dryRunOptions struct {
 	output          string
 	check           bool
 	mapCompare      bool
+	kubeVersion     string
+	featureGates    string
 }
 
 func newDryRunCommand(streams IOStreams) *cobra.Command {
@@ -92,6 +94,8 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 	f.StringVar(&o.leakMitigation, "leak-mitigation", "policy", "on (every policy disk-backed), off (every policy memory-backed) or policy")
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
 	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any")
+	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --check predicts what it stores (before 1.34 no pod-level resources)")
+	f.StringVar(&o.featureGates, "feature-gates", "", "the target apiserver's PodLevelResources=true|false, when not its version's default")
 	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
 }
@@ -121,6 +125,10 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	case "yaml", "json", "patch", "diff", "summary":
 	default:
 		return usageErrorf("--output must be yaml, json, patch, diff or summary, not %q", o.output)
+	}
+	target, err := parseKubeTarget(o.kubeVersion, o.featureGates)
+	if err != nil {
+		return err
 	}
 	lm, ok := mutate.ParseLeakMitigation(o.leakMitigation)
 	if !ok {
@@ -153,7 +161,8 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	p := &pipeline{
 		o:           o,
 		set:         set,
-		opts:        mutate.Options{LeakMitigation: lm},
+		opts:        mutate.Options{LeakMitigation: lm, PodLevelResources: target.podLevel},
+		target:      target,
 		namespaces:  namespaces,
 		extraLabels: extraLabels,
 		report:      &reportWriter{w: errOut},

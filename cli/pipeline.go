@@ -26,6 +26,7 @@ type pipeline struct {
 	o           *dryRunOptions
 	set         *policy.Set
 	opts        mutate.Options
+	target      kubeTarget // --kube-version, --feature-gates
 	namespaces  map[string]map[string]string
 	extraLabels map[string]string
 	report      *reportWriter
@@ -138,12 +139,12 @@ func (p *pipeline) process(pos position, doc map[string]any, depth int) error {
 	}
 	var problems []string
 	if p.o.check {
-		problems = checkProblems(dp)
+		problems = checkProblems(dp, p.target)
 		if len(problems) > 0 {
 			p.rejected++
 		}
 		if !p.quiet() {
-			writeCheck(p.report, dp, problems)
+			writeCheck(p.report, dp, problems, p.target)
 		}
 	}
 	p.summary.add(dp, problems)

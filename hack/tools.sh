@@ -7,12 +7,19 @@
 #   bin/etcd             go.etcd.io/etcd/server/v3
 #   bin/kubectl          only when asked for (the demo): hack/tools.sh kubectl
 #   bin/kubelet          only when asked for (make node-e2e): hack/tools.sh kubelet
+#   bin/k8s-1.NN/kube-apiserver
+#                        kube-apiserver@1.NN: an older minor of the e2e version
+#                        matrix, from its own module e2e/tools/k8s-1.NN (it
+#                        shares bin/etcd)
 #
-# Usage: hack/tools.sh [NAME...]   (default: kube-apiserver etcd)
+# Usage: hack/tools.sh [NAME...]
+#   default: kube-apiserver etcd, and kube-apiserver@1.NN for every
+#   e2e/tools/k8s-1.NN module: what `make test` needs. MATRIX=newest builds
+#   only the newest minor (kube-apiserver etcd).
 #
-# A binary that is already there and reports the version pinned in
-# e2e/tools/go.mod is kept, so a second run costs a second. Needs only Go: the
-# sources come from the Go module proxy; the build is static (CGO_ENABLED=0).
+# A binary that is already there and reports the version pinned in its module
+# is kept, so a second run costs a second. Needs only Go: the sources come from
+# the Go module proxy; the build is static (CGO_ENABLED=0).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,12 +30,24 @@ export CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
-# modversion MODULE prints the version of MODULE that e2e/tools/go.mod requires.
+# modversion MODULE [DIR] prints the version of MODULE that DIR/go.mod
+# (default e2e/tools/go.mod) requires.
 modversion() {
 	awk -v m="$1" '
 		$1 == "require" && $2 == m { print $3; exit }
 		$1 == m && $2 ~ /^v/ { print $2; exit }
-	' "$tools/go.mod"
+	' "${2:-$tools}/go.mod"
+}
+
+# kube_ldflags VERSION prints the linker flags that stamp VERSION into a
+# Kubernetes binary (what `kube-apiserver --version` and /version report).
+kube_ldflags() {
+	local version=$1 minor major
+	minor=${version#v*.}
+	minor=${minor%%.*}
+	major=${version#v}
+	major=${major%%.*}
+	printf '%s' "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 }
 
 # reports BINARY WANT... succeeds when BINARY exists and its --version output
@@ -43,17 +62,19 @@ reports() {
 	done
 }
 
-# build NAME PACKAGE LDFLAGS builds PACKAGE of the tools module into bin/NAME,
-# printing how many of its packages have been compiled as it goes (go build -v
-# names each package it compiles; cached ones are not counted).
+# build NAME PACKAGE LDFLAGS [MODDIR] builds PACKAGE of the tools module (or of
+# MODDIR) into bin/NAME, printing how many of its packages have been compiled
+# as it goes (go build -v names each package it compiles; cached ones are not
+# counted).
 build() {
-	local name=$1 pkg=$2 ldflags=$3 total start
+	local name=$1 pkg=$2 ldflags=$3 dir=${4:-$tools} total start out
 	start=$SECONDS
+	out=$bin/$name
 	log "$name: resolving $pkg (the first run downloads its modules)"
-	total=$(cd "$tools" && go list -deps "$pkg" | wc -l)
+	total=$(cd "$dir" && go list -deps "$pkg" | wc -l)
 	log "$name: compiling up to $total packages (a cold build takes a few minutes on two cores)"
-	mkdir -p "$bin"
-	(cd "$tools" && go build -v -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg") 2>&1 |
+	mkdir -p "$(dirname "$out")"
+	(cd "$dir" && go build -v -ldflags "$ldflags" -o "$out.tmp" "$pkg") 2>&1 |
 		awk -v name="$name" -v total="$total" '
 			/^[A-Za-z0-9_.\/~-]+$/ {
 				n++
@@ -63,8 +84,8 @@ build() {
 			{ print; fflush() }
 			END { if (n) printf "[tools] %s: %d packages compiled\n", name, n }
 		' >&2
-	mv -f "$bin/.$name.tmp" "$bin/$name"
-	log "$name: built in $((SECONDS - start))s -> $bin/$name"
+	mv -f "$out.tmp" "$out"
+	log "$name: built in $((SECONDS - start))s -> $out"
 }
 
 kube_version=$(modversion k8s.io/kubernetes)
@@ -73,17 +94,29 @@ etcd_version=$(modversion go.etcd.io/etcd/server/v3)
 	log "cannot read the k8s.io/kubernetes and go.etcd.io/etcd/server/v3 versions from $tools/go.mod"
 	exit 1
 }
-kube_minor=${kube_version#v*.}
-kube_minor=${kube_minor%%.*}
-kube_major=${kube_version#v}
-kube_major=${kube_major%%.*}
-kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=$kube_major -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/component-base/version.gitTreeState=clean"
+kube_ldflags=$(kube_ldflags "$kube_version")
 
 names=("$@")
-((${#names[@]})) || names=(kube-apiserver etcd)
+if ((!${#names[@]})); then
+	names=(kube-apiserver etcd)
+	if [[ ${MATRIX:-all} != newest ]]; then
+		for dir in "$tools"/k8s-1.*/; do
+			[[ -f $dir/go.mod ]] && names+=("kube-apiserver@$(basename "$dir" | sed 's/^k8s-//')")
+		done
+	fi
+fi
 
 for name in "${names[@]}"; do
+	moddir=$tools out=$name
 	case $name in
+	kube-apiserver@*)
+		moddir=$tools/k8s-${name#kube-apiserver@} out=k8s-${name#kube-apiserver@}/kube-apiserver
+		[[ -f $moddir/go.mod ]] || {
+			log "$name: no module $moddir (the matrix has: $(cd "$tools" && echo k8s-1.*))"
+			exit 2
+		}
+		version=$(modversion k8s.io/kubernetes "$moddir")
+		want=("Kubernetes $version") pkg=k8s.io/kubernetes/cmd/kube-apiserver ldflags=$(kube_ldflags "$version") ;;
 	kube-apiserver)
 		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/kube-apiserver ldflags=$kube_ldflags ;;
 	kubectl)
@@ -93,17 +126,17 @@ for name in "${names[@]}"; do
 	etcd)
 		want=("etcd Version: ${etcd_version#v}") pkg=go.etcd.io/etcd/server/v3 ldflags="-s -w" ;;
 	*)
-		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet)"
+		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet kube-apiserver@1.NN)"
 		exit 2 ;;
 	esac
-	if reports "$bin/$name" "${want[@]}"; then
-		log "$name: up to date ($bin/$name reports ${want[*]})"
+	if reports "$bin/$out" "${want[@]}"; then
+		log "$name: up to date ($bin/$out reports ${want[*]})"
 		continue
 	fi
-	build "$name" "$pkg" "$ldflags"
-	reports "$bin/$name" "${want[@]}" || {
+	build "$out" "$pkg" "$ldflags" "$moddir"
+	reports "$bin/$out" "${want[@]}" || {
 		log "$name: the new binary does not report ${want[*]}:"
-		"$bin/$name" --version >&2 || true
+		"$bin/$out" --version >&2 || true
 		exit 1
 	}
 done

@@ -24,6 +24,7 @@ type applier struct {
 	prev   *status // the status annotation of an earlier pass, if any
 	res    *Result
 	shadow bool
+	podLvl PodLevelResources
 
 	pod    *corev1.Pod
 	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "convert/x" → policy
@@ -336,9 +337,16 @@ func (a *applier) env(e policy.EnvVar, sel []target) {
 }
 
 func (a *applier) memory(sel []target) {
-	if a.p.Spec.Memory.Level == policy.LevelContainer {
+	dropped := a.podLvl == PodLevelDropped
+	switch a.p.Spec.Memory.Level {
+	case policy.LevelContainer:
 		a.containerMemory(sel)
 		return
+	case policy.LevelAuto:
+		if dropped {
+			a.containerMemory(sel)
+			return
+		}
 	}
 	const item = "memory/pod"
 	if owner, ok := a.claims["memory"]; ok {
@@ -346,6 +354,12 @@ func (a *applier) memory(sel []target) {
 		return
 	}
 	a.claims["memory"] = a.p.Name()
+	if dropped {
+		// The apiserver would drop spec.resources without an error: the
+		// pod would run with no headroom while the status said otherwise.
+		a.skip(item, PodLevelDroppedReason, true)
+		return
+	}
 	spec := &a.pod.Spec
 	var lim, req resource.Quantity
 	var hasLim, hasReq bool
@@ -401,6 +415,12 @@ func (a *applier) memory(sel []target) {
 	}
 	a.applied(item)
 }
+
+// PodLevelDroppedReason is why a memory.level pod policy injects nothing on
+// an apiserver that drops pod-level resources; the client sees it as a
+// warning.
+const PodLevelDroppedReason = "this cluster's apiserver drops pod-level resources (Kubernetes older than 1.34, or the PodLevelResources feature gate off): " +
+	"the pod gets no memory headroom; set memory.level: auto (or container) for container-level limits there"
 
 func (a *applier) prevMemory() *podMemory {
 	if a.prev == nil {

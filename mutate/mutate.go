@@ -74,6 +74,7 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			prev:   prev,
 			res:    &res,
 			shadow: shadow,
+			podLvl: opts.PodLevelResources,
 		}
 		if shadow {
 			// Compute on a scratch copy with scratch claims: shadow

@@ -42,8 +42,26 @@ type Namespace struct {
 	Labels map[string]string
 }
 
+// PodLevelResources is what the target apiserver does with a pod's
+// pod-level resources (spec.resources): before Kubernetes 1.34, or with the
+// PodLevelResources feature gate off, it drops them without an error.
+type PodLevelResources string
+
+const (
+	// PodLevelUnknown: not known; treated as kept (the default from 1.34).
+	PodLevelUnknown PodLevelResources = ""
+	// PodLevelKept: the apiserver stores spec.resources.
+	PodLevelKept PodLevelResources = "kept"
+	// PodLevelDropped: the apiserver drops spec.resources.
+	PodLevelDropped PodLevelResources = "dropped"
+)
+
 // Options are settings that apply to every policy.
 type Options struct {
+	// PodLevelResources is what the target apiserver does with pod-level
+	// resources: memory.level auto follows it, and a level pod policy
+	// warns where they are dropped.
+	PodLevelResources PodLevelResources
 	// LeakMitigation forces the mode of every policy unless "policy".
 	LeakMitigation LeakMitigation
 	// ExcludeNamespaces are never mutated (the webhook's own namespace).

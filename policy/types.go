@@ -56,6 +56,10 @@ const (
 	// LevelContainer sets container-level memory limits instead, for
 	// clusters older than 1.34 or with the PodLevelResources gate off.
 	LevelContainer Level = "container"
+	// LevelAuto is pod where the apiserver keeps pod-level resources and
+	// container where it drops them (as the server finds out, or as
+	// dry-run --kube-version says); pod when that is unknown.
+	LevelAuto Level = "auto"
 )
 
 // SandboxPolicy is one policy document.
@@ -177,7 +181,7 @@ type Memory struct {
 	// request is always set explicitly (else the apiserver defaults it to the
 	// limit) to max(Request, effective container requests). Default 0.
 	Request string `json:"request,omitempty"`
-	// Level is pod (default) or container.
+	// Level is pod (default), container or auto.
 	Level Level `json:"level,omitempty"`
 }
 

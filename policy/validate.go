@@ -347,7 +347,7 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not exceed limit "+m.Limit))
 		}
 	}
-	return append(errs, oneOf(fld.Child("level"), m.Level, LevelPod, LevelContainer)...)
+	return append(errs, oneOf(fld.Child("level"), m.Level, LevelPod, LevelContainer, LevelAuto)...)
 }
 
 func parseQuantity(fld *field.Path, s string) (resource.Quantity, *field.Error) {

@@ -4,11 +4,18 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"sort"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // Status is what /status on the health port shows: readiness with the
@@ -22,6 +29,7 @@ type Status struct {
 	Policies       PolicyStatus         `json:"policies"`
 	LeakMitigation LeakMitigationStatus `json:"leakMitigation"`
 	Certificate    CertificateStatus    `json:"certificate"`
+	Cluster        ClusterStatus        `json:"cluster"`
 }
 
 // ReloadStatus describes one reloadable source.
@@ -104,8 +112,9 @@ func (s *server) healthMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", http.StripPrefix("/healthz", live))
 	mux.Handle("/healthz/", http.StripPrefix("/healthz", live))
-	mux.Handle("/readyz", http.StripPrefix("/readyz", ready))
-	mux.Handle("/readyz/", http.StripPrefix("/readyz", ready))
+	readyz := s.withPodLevelNotice(http.StripPrefix("/readyz", ready))
+	mux.Handle("/readyz", readyz)
+	mux.Handle("/readyz/", readyz)
 	mux.HandleFunc("/status", s.serveStatus)
 	return mux
 }
@@ -127,6 +136,7 @@ func (s *server) status(r *http.Request) Status {
 	}
 	st.Policies, st.LeakMitigation = s.reloader.status()
 	st.Certificate.NotAfter = s.metrics.certificateNotAfter()
+	st.Cluster = s.clusterStatus()
 	return st
 }
 
@@ -136,4 +146,48 @@ func (s *server) serveStatus(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(st)
+}
+
+func (s *server) clusterStatus() ClusterStatus {
+	st := s.cluster.get()
+	if st.PodLevelResources == string(mutate.PodLevelDropped) {
+		st.Affected = s.reloader.affectedByDroppedPodLevel()
+	}
+	return st
+}
+
+// podLevelNotice is the line /readyz?verbose adds while the apiserver drops
+// pod-level resources and a serving policy asks for them. It does not make
+// the server unready: admissions go on, each with a warning.
+func (s *server) podLevelNotice() string {
+	st := s.clusterStatus()
+	if len(st.Affected) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[!]pod-level-resources: the apiserver (%s) drops pod-level resources; policies with memory.level pod inject no memory headroom: %s\n",
+		st.Version, strings.Join(st.Affected, ", "))
+}
+
+// withPodLevelNotice adds podLevelNotice to a verbose /readyz answer, before
+// its last line.
+func (s *server) withPodLevelNotice(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, verbose := r.URL.Query()["verbose"]; !verbose {
+			h.ServeHTTP(w, r)
+			return
+		}
+		notice := s.podLevelNotice()
+		if notice == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.String()
+		i := strings.LastIndex(strings.TrimSuffix(body, "\n"), "\n") + 1
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = io.WriteString(w, body[:i]+notice+body[i:])
+	})
 }

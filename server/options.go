@@ -57,6 +57,9 @@ type Options struct {
 	// ReloadInterval is how often the policy and leak-mitigation files are
 	// re-read even when no file event arrived.
 	ReloadInterval time.Duration
+	// ClusterProbeInterval is how often the apiserver's version and
+	// PodLevelResources gate are read again (default 5m).
+	ClusterProbeInterval time.Duration
 
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
 	// Unused when GetCertificate is set.
@@ -89,7 +92,8 @@ type Options struct {
 	// disables it.
 	HealthProbeBindAddress string
 
-	// KubeClient reads namespaces (list and watch only). When nil, one is
+	// KubeClient reads namespaces (list and watch only), /version and
+	// /metrics (the PodLevelResources gate). When nil, one is
 	// made from RESTConfig.
 	KubeClient kubernetes.Interface
 	RESTConfig *rest.Config
@@ -132,6 +136,9 @@ func (o *Options) complete() error {
 	}
 	if o.ReloadInterval <= 0 {
 		o.ReloadInterval = 30 * time.Second
+	}
+	if o.ClusterProbeInterval <= 0 {
+		o.ClusterProbeInterval = 5 * time.Minute
 	}
 	if o.GetCertificate == nil && o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir is required"))

@@ -60,6 +60,7 @@ type reloader struct {
 	leak     sourceState
 	set      *policy.Set
 	leakMode mutate.LeakMitigation
+	podLevel mutate.PodLevelResources // what the apiserver does with pod-level resources
 }
 
 // sourceState is what is known about one reloadable source.
@@ -184,6 +185,38 @@ func (r *reloader) reload() (unsettled bool) {
 	return false
 }
 
+// setPodLevel records what the apiserver does with pod-level resources and
+// publishes a new Config when that changed and a Config is serving.
+func (r *reloader) setPodLevel(l mutate.PodLevelResources) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l == r.podLevel {
+		return
+	}
+	r.podLevel = l
+	if r.target.Load() != nil {
+		r.publish()
+	}
+}
+
+// affectedByDroppedPodLevel names the serving policies with memory.level
+// pod: they inject no headroom where the apiserver drops pod-level
+// resources.
+func (r *reloader) affectedByDroppedPodLevel() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.set == nil {
+		return nil
+	}
+	var names []string
+	for _, p := range r.set.Policies {
+		if m := p.Spec.Memory; m != nil && m.Level == policy.LevelPod {
+			names = append(names, p.Name())
+		}
+	}
+	return names
+}
+
 // publish swaps in a new Config. Callers hold r.mu.
 func (r *reloader) publish() {
 	cfg := &admission.Config{
@@ -191,6 +224,7 @@ func (r *reloader) publish() {
 		Options: mutate.Options{
 			LeakMitigation:    r.leakMode,
 			ExcludeNamespaces: slices.Clone(r.exclude),
+			PodLevelResources: r.podLevel,
 		},
 	}
 	r.target.Store(cfg)

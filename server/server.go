@@ -53,6 +53,7 @@ type server struct {
 	config     atomic.Pointer[admission.Config]
 	reloader   *reloader
 	namespaces *namespaceCache
+	cluster    *clusterProbe
 	// lookup is what the handler reads namespaces through.
 	lookup      admission.NamespaceLookup
 	getCert     func(*tls.ClientHelloInfo) (*tls.Certificate, error)
@@ -87,6 +88,13 @@ func newServer(o *Options) (*server, error) {
 		}
 	}
 	s.namespaces = newNamespaceCache(client)
+	s.cluster = &clusterProbe{
+		log:      o.Logger.WithName("cluster"),
+		client:   client,
+		interval: o.ClusterProbeInterval,
+		publish:  s.reloader.setPodLevel,
+		status:   ClusterStatus{PodLevelResources: "unknown"},
+	}
 	s.lookup = s.namespaces.Lookup
 
 	getCert := o.GetCertificate
@@ -106,6 +114,7 @@ func newServer(o *Options) (*server, error) {
 
 	s.runnables["policy-reloader"] = s.reloader.run
 	s.runnables["namespace-cache"] = s.namespaces.run
+	s.runnables["cluster-probe"] = s.cluster.run
 	for name, r := range o.Runnables {
 		if _, dup := s.runnables[name]; dup {
 			return nil, fmt.Errorf("runnable %q is already defined by the server", name)
