@@ -47,7 +47,7 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 			return t, usageErrorf("--feature-gates %q: want NAME=true|false", g)
 		}
 		if name != "PodLevelResources" {
-			return t, usageErrorf("--feature-gates %q: only PodLevelResources changes what the apiserver stores of these pods", g)
+			continue // accepted as kube-apiserver takes them; no effect on what these pods store
 		}
 		t.podLevel = mutate.PodLevelDropped
 		if on {

@@ -116,6 +116,7 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	if c.Set.LeakMitigation != "" {
 		args = append(args, "--leak-mitigation", c.Set.LeakMitigation)
 	}
+	args = append(args, targetArgs()...)
 	r, err := harness.RunCommand(ctx, suite.binary, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -189,10 +190,24 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 		}
 	}
 	if own, ok := podLimit(input); ok {
-		if lim, _ := podLimit(stored); lim.Cmp(own) != 0 {
+		lim, kept := podLimit(stored)
+		switch {
+		case podLevelDropped(t) && kept:
+			t.Errorf("this apiserver drops pod-level resources, yet the pod was stored with a pod-level memory limit %s", &lim)
+		case !podLevelDropped(t) && lim.Cmp(own) != 0:
 			t.Errorf("the pod's own pod-level memory limit %s became %s", &own, &lim)
 		}
 	}
+}
+
+// targetArgs are the dry-run flags that name the apiserver under test, so
+// that dry-run predicts what this apiserver stores.
+func targetArgs() []string {
+	args := []string{"--kube-version", suite.version}
+	if suite.target.FeatureGates != "" {
+		args = append(args, "--feature-gates", suite.target.FeatureGates)
+	}
+	return args
 }
 
 // requireCoverage fails when the corpus lost a kind of pod case 2 names: a

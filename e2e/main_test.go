@@ -27,6 +27,10 @@ var suite struct {
 	kubeconfig string // admin kubeconfig for the webhook processes
 	cp         *harness.ControlPlane
 	cs         *kubernetes.Clientset
+	// target is the kube-apiserver under test (E2E_KUBE_MINOR,
+	// E2E_FEATURE_GATES); version is its /version gitVersion.
+	target  harness.Target
+	version string
 }
 
 func TestMain(m *testing.M) {
@@ -70,7 +74,8 @@ func runSuite(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	defer cpLog.Close()
-	cp, cpErr := harness.StartControlPlane(assets, cpLog)
+	suite.target = harness.TargetFromEnv()
+	cp, cpErr := harness.StartTarget(assets, suite.target, cpLog)
 	wg.Wait()
 	if cpErr != nil {
 		return 1, errors.Join(cpErr, buildErr)
@@ -116,6 +121,12 @@ func runSuite(m *testing.M) (code int, err error) {
 	if suite.cs, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		return 1, err
 	}
-	fmt.Printf("e2e: control plane and sandbox-webhook ready in %s\n", time.Since(start).Round(time.Millisecond))
+	v, err := suite.cs.Discovery().ServerVersion()
+	if err != nil {
+		return 1, err
+	}
+	suite.version = v.GitVersion
+	fmt.Printf("e2e: control plane (kube-apiserver %s, feature gates %q) and sandbox-webhook ready in %s\n",
+		suite.version, suite.target.FeatureGates, time.Since(start).Round(time.Millisecond))
 	return m.Run(), nil
 }

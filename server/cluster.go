@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -52,6 +53,18 @@ type clusterProbe struct {
 
 	mu     sync.Mutex
 	status ClusterStatus
+	probed bool // the first probe finished
+}
+
+// ready fails until the first probe finished (whatever it found), so that
+// no admission is answered before memory.level auto knows the cluster.
+func (p *clusterProbe) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.probed {
+		return errors.New("the apiserver's version and PodLevelResources gate have not been read yet")
+	}
+	return nil
 }
 
 func (p *clusterProbe) run(ctx context.Context) error {
@@ -77,7 +90,11 @@ func (p *clusterProbe) probe(ctx context.Context) {
 		st.Error = fmt.Sprintf("reading /version: %v", err)
 	} else {
 		st.Version = v.GitVersion
-		raw, merr := p.client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		var raw []byte
+		merr := errors.New("no REST client")
+		if rc := p.client.Discovery().RESTClient(); rc != nil {
+			raw, merr = rc.Get().AbsPath("/metrics").DoRaw(ctx)
+		}
 		enabled, found := false, false
 		if merr == nil {
 			enabled, found = featureEnabled(raw, "PodLevelResources")
@@ -116,6 +133,9 @@ func (p *clusterProbe) probe(ctx context.Context) {
 		p.log.Info("Probed the apiserver", "version", st.Version, "podLevelResources", st.PodLevelResources, "from", st.From, "error", st.Error)
 	}
 	p.publish(level)
+	p.mu.Lock()
+	p.probed = true
+	p.mu.Unlock()
 }
 
 func (p *clusterProbe) get() ClusterStatus {

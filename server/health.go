@@ -80,6 +80,7 @@ const (
 	checkPolicies       = "policies"
 	checkNamespaceCache = "namespace-cache"
 	checkShutdown       = "shutdown"
+	checkCluster        = "cluster-probe"
 )
 
 func (s *server) ownReadyChecks() map[string]healthz.Checker {
@@ -97,6 +98,7 @@ func (s *server) ownReadyChecks() map[string]healthz.Checker {
 		},
 		checkPolicies:       func(*http.Request) error { return s.reloader.ready() },
 		checkNamespaceCache: func(*http.Request) error { return s.namespaces.synced() },
+		checkCluster:        func(*http.Request) error { return s.cluster.ready() },
 		checkShutdown: func(*http.Request) error {
 			if s.draining.Load() {
 				return errors.New("shutting down")

@@ -40,13 +40,46 @@ func CheckAssets(dir string) error {
 	return nil
 }
 
+// Target is the kube-apiserver a run of the suite tests: a minor of the
+// version matrix and its feature gates.
+type Target struct {
+	// Minor is "1.NN" for bin/k8s-1.NN/kube-apiserver (hack/tools.sh
+	// kube-apiserver@1.NN), or "" for the newest minor, bin/kube-apiserver.
+	Minor string
+	// FeatureGates is kube-apiserver's --feature-gates, e.g.
+	// PodLevelResources=false; "" for the version's defaults.
+	FeatureGates string
+}
+
+// TargetFromEnv reads E2E_KUBE_MINOR and E2E_FEATURE_GATES.
+func TargetFromEnv() Target {
+	return Target{Minor: os.Getenv("E2E_KUBE_MINOR"), FeatureGates: os.Getenv("E2E_FEATURE_GATES")}
+}
+
+// APIServer returns the kube-apiserver binary of t in assets.
+func (t Target) APIServer(assets string) string {
+	if t.Minor == "" {
+		return filepath.Join(assets, "kube-apiserver")
+	}
+	return filepath.Join(assets, "k8s-"+t.Minor, "kube-apiserver")
+}
+
 // StartControlPlane starts kube-apiserver and etcd from the binaries in
 // assets (the repository's bin/). The binaries are taken from assets even when
 // KUBEBUILDER_ASSETS points elsewhere, so the version under test is the one
 // e2e/tools pins. Their output goes to out when it is not nil.
 func StartControlPlane(assets string, out io.Writer) (*ControlPlane, error) {
+	return StartTarget(assets, Target{}, out)
+}
+
+// StartTarget is StartControlPlane for target t of the version matrix; every
+// minor shares bin/etcd.
+func StartTarget(assets string, t Target, out io.Writer) (*ControlPlane, error) {
 	if err := CheckAssets(assets); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(t.APIServer(assets)); err != nil {
+		return nil, fmt.Errorf("%s missing: run hack/tools.sh kube-apiserver@%s", t.APIServer(assets), t.Minor)
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -56,7 +89,10 @@ func StartControlPlane(assets string, out io.Writer) (*ControlPlane, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	api := env.ControlPlane.GetAPIServer()
-	api.Path = filepath.Join(assets, "kube-apiserver")
+	api.Path = t.APIServer(assets)
+	if t.FeatureGates != "" {
+		api.Configure().Append("feature-gates", t.FeatureGates)
+	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	if out != nil {
 		api.Out, api.Err = out, out

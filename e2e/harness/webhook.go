@@ -252,7 +252,16 @@ func (w *Webhook) Status(ctx context.Context) (string, error) {
 
 // Readyz returns the status code of /readyz and its body.
 func (w *Webhook) Readyz(ctx context.Context) (int, string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", w.HealthPort), nil)
+	return w.readyz(ctx, "/readyz")
+}
+
+// ReadyzVerbose returns the status code of /readyz?verbose and its body.
+func (w *Webhook) ReadyzVerbose(ctx context.Context) (int, string, error) {
+	return w.readyz(ctx, "/readyz?verbose")
+}
+
+func (w *Webhook) readyz(ctx context.Context, path string) (int, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", w.HealthPort, path), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// podLevelDropped reports whether the apiserver under test drops pod-level
+// resources: before 1.34 (the gate is alpha, off) or with
+// PodLevelResources=false.
+func podLevelDropped(t *testing.T) bool {
+	t.Helper()
+	v, err := utilversion.ParseGeneric(suite.version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := suite.target.FeatureGates
+	switch {
+	case strings.Contains(gates, "PodLevelResources=false"):
+		return true
+	case strings.Contains(gates, "PodLevelResources=true"):
+		return false
+	}
+	return v.Minor() < 34
+}
+
+// Both memory levels, and auto, on the apiserver under test (every minor of
+// the version matrix runs this). Each pod is created through the webhook and
+// compared in full with dry-run --kube-version's prediction as this
+// apiserver stores it (server-side dry run, no webhook). Where the apiserver
+// keeps pod-level resources, pod and auto set spec.resources; where it drops
+// them (before 1.34, or the gate off), auto gives the containers limits and
+// pod stores no headroom, but the client sees a warning, the status
+// annotation lists memory/pod as skipped, and /status, /readyz?verbose and
+// sandbox_webhook_pod_level_dropped_total say so.
+func TestMemoryLevels(t *testing.T) {
+	const ns = "memory-levels"
+	policies := map[string][]byte{}
+	all, err := harness.ReadDir(filepath.Join(suite.root, "e2e/testdata/policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := []string{"pod", "auto", "container"}
+	var files []string
+	for _, l := range append([]string{"env"}, levels...) {
+		name := "memory-level-" + l + ".yaml"
+		policies[name] = all[name]
+		files = append(files, filepath.Join(suite.root, "e2e/testdata/policies", name))
+	}
+	in := newInstance(t, "memory-levels", instanceOptions{
+		policies:   policies,
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	ensureNamespace(t, ns+referenceSuffix, nil)
+
+	var warned warnings
+	cfg := *suite.cp.Config
+	cfg.WarningHandler = &warned
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := podLevelDropped(t)
+	headroom := resource.MustParse("8Gi")
+
+	for _, level := range levels {
+		t.Run(level, func(t *testing.T) {
+			pod := sandboxPod(ns, "level-"+level)
+			pod.Labels["memory-level"] = level
+			predicted, cliWarnings := predict(t, pod, files...)
+
+			warned.take()
+			stored, err := cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("creating the pod: %v", err)
+			}
+			got := ourWarnings(warned.take())
+			if !slices.Equal(sorted(cliWarnings), sorted(got)) {
+				t.Errorf("warnings differ\n  dry-run: %q\n  cluster: %q", cliWarnings, got)
+			}
+			predicted.Namespace += referenceSuffix
+			reference, err := cs.CoreV1().Pods(predicted.Namespace).Create(t.Context(), predicted, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				t.Fatalf("the apiserver rejects the pod dry-run predicts: %v", err)
+			}
+			if diff := cmp.Diff(comparable(reference), comparable(stored)); diff != "" {
+				t.Errorf("the stored pod differs from the dry-run prediction (-predicted +stored):\n%s", diff)
+			}
+
+			podLevel := level == "pod" || (level == "auto" && !dropped)
+			lim, hasPodLimit := podLimit(stored)
+			ctrLim, hasCtrLimit := stored.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+			warnedDrop := slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "drops pod-level resources") })
+			annotation := stored.Annotations["sandbox-webhook.io/status"]
+			switch {
+			case podLevel && !dropped:
+				if !hasPodLimit || lim.Cmp(headroom) != 0 || hasCtrLimit {
+					t.Errorf("pod-level limit %v (%v), container limit %v (%v); want the pod-level 8Gi headroom only", &lim, hasPodLimit, &ctrLim, hasCtrLimit)
+				}
+			case podLevel && dropped:
+				if hasPodLimit || hasCtrLimit || stored.Spec.Resources != nil {
+					t.Errorf("stored resources %+v, container limit %v; want none: this apiserver drops pod-level resources", stored.Spec.Resources, &ctrLim)
+				}
+				if !warnedDrop {
+					t.Errorf("the client saw warnings %q; want one saying the apiserver drops pod-level resources", got)
+				}
+				if !strings.Contains(annotation, `"skipped":["memory/pod: this cluster's apiserver drops pod-level resources`) {
+					t.Errorf("status annotation %s; want memory/pod skipped", annotation)
+				}
+			default: // container, or auto where pod-level resources are dropped
+				if hasPodLimit || stored.Spec.Resources != nil || !hasCtrLimit || ctrLim.Cmp(headroom) != 0 {
+					t.Errorf("pod-level resources %+v, container limit %v (%v); want the 8Gi headroom on the container", stored.Spec.Resources, &ctrLim, hasCtrLimit)
+				}
+			}
+			if !podLevel && warnedDrop {
+				t.Errorf("level %s warned %q", level, got)
+			}
+		})
+	}
+
+	// What the server shows about the cluster.
+	text, err := in.webhook.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Cluster struct {
+			Version           string   `json:"version"`
+			PodLevelResources string   `json:"podLevelResources"`
+			From              string   `json:"from"`
+			Affected          []string `json:"affectedPolicies"`
+		} `json:"cluster"`
+	}
+	if err := json.Unmarshal([]byte(text), &st); err != nil {
+		t.Fatalf("/status: %v\n%s", err, text)
+	}
+	want := "kept"
+	var wantAffected []string
+	if dropped {
+		want, wantAffected = "dropped", []string{"memory-level-pod"}
+	}
+	if st.Cluster.Version != suite.version || st.Cluster.PodLevelResources != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
+		t.Errorf("/status cluster %+v; want version %s, podLevelResources %s from metrics, affected %q", st.Cluster, suite.version, want, wantAffected)
+	}
+	code, verbose, err := in.webhook.ReadyzVerbose(t.Context())
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz?verbose: %d %v\n%s", code, err, verbose)
+	}
+	if notice := strings.Contains(verbose, "[!]pod-level-resources"); notice != dropped || (dropped && !strings.Contains(verbose, "memory-level-pod")) {
+		t.Errorf("/readyz?verbose:\n%s\nwant a pod-level-resources notice naming memory-level-pod: %v", verbose, dropped)
+	}
+	wantCount := 0.0
+	if dropped {
+		wantCount = 1
+	}
+	if n := in.metric(t, "sandbox_webhook_pod_level_dropped_total", `policy="memory-level-pod"`); n != wantCount {
+		t.Errorf("sandbox_webhook_pod_level_dropped_total{policy=memory-level-pod} = %v, want %v", n, wantCount)
+	}
+}
+
+// predict runs dry-run --check for the apiserver under test on pod and
+// returns its predicted pod and warnings.
+func predict(t *testing.T, pod *corev1.Pod, policies ...string) (*corev1.Pod, []string) {
+	t.Helper()
+	pod = pod.DeepCopy()
+	pod.APIVersion, pod.Kind = "v1", "Pod"
+	in, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "pod.yaml")
+	if err := os.WriteFile(file, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"dry-run", "-f", file, "-o", "yaml", "--check"}
+	for _, p := range policies {
+		args = append(args, "--policy", p)
+	}
+	args = append(args, targetArgs()...)
+	r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode != 0 {
+		t.Fatalf("sandbox-webhook %s: exit code %d\n%s", strings.Join(args, " "), r.ExitCode, r.Stderr)
+	}
+	pods, err := harness.DecodePods(r.Stdout)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("dry-run printed %d pods (%v), want 1:\n%s", len(pods), err, r.Stdout)
+	}
+	var w []string
+	for line := range strings.Lines(string(r.Stderr)) {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(line), "Warning: "); ok {
+			w = append(w, s)
+		}
+	}
+	return pods[0], w
+}
