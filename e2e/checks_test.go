@@ -29,7 +29,10 @@ var (
 // sidecar exactly one mount at the uv cache path backed by an emptyDir of
 // the given medium with a 1Gi size limit, UV_LINK_MODE=copy exactly once and
 // the asset mounted read-only; volume names unique; a pod-level memory limit
-// of at least the headroom and an explicit pod-level request below it.
+// of at least the headroom and an explicit pod-level request below it, or,
+// on an apiserver that drops pod-level resources (the seed policy is
+// memory.level pod, which then injects none and warns), no pod-level
+// resources at all.
 func seedProblems(pod *corev1.Pod, medium corev1.StorageMedium) []string {
 	var p []string
 	if _, ok := pod.Annotations[mutate.StatusAnnotation]; !ok {
@@ -82,6 +85,10 @@ func seedProblems(pod *corev1.Pod, medium corev1.StorageMedium) []string {
 	}
 	r := pod.Spec.Resources
 	switch {
+	case suite.podLevelDropped:
+		if r != nil {
+			p = append(p, fmt.Sprintf("pod-level resources %v on an apiserver that drops them", r))
+		}
 	case r == nil || r.Limits.Memory().IsZero():
 		p = append(p, "no pod-level memory limit")
 	case r.Limits.Memory().Cmp(headroom) < 0:

@@ -192,9 +192,9 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	if own, ok := podLimit(input); ok {
 		lim, kept := podLimit(stored)
 		switch {
-		case podLevelDropped(t) && kept:
+		case suite.podLevelDropped && kept:
 			t.Errorf("this apiserver drops pod-level resources, yet the pod was stored with a pod-level memory limit %s", &lim)
-		case !podLevelDropped(t) && lim.Cmp(own) != 0:
+		case !suite.podLevelDropped && lim.Cmp(own) != 0:
 			t.Errorf("the pod's own pod-level memory limit %s became %s", &own, &lim)
 		}
 	}

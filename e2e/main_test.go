@@ -31,6 +31,8 @@ var suite struct {
 	// E2E_FEATURE_GATES); version is its /version gitVersion.
 	target  harness.Target
 	version string
+	// podLevelDropped: this apiserver drops pod-level resources.
+	podLevelDropped bool
 }
 
 func TestMain(m *testing.M) {
@@ -126,6 +128,9 @@ func runSuite(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	suite.version = v.GitVersion
+	if suite.podLevelDropped, err = podLevelDropped(suite.version, suite.target); err != nil {
+		return 1, err
+	}
 	fmt.Printf("e2e: control plane (kube-apiserver %s, feature gates %q) and sandbox-webhook ready in %s\n",
 		suite.version, suite.target.FeatureGates, time.Since(start).Round(time.Millisecond))
 	return m.Run(), nil

@@ -23,20 +23,27 @@ import (
 // podLevelDropped reports whether the apiserver under test drops pod-level
 // resources: before 1.34 (the gate is alpha, off) or with
 // PodLevelResources=false.
-func podLevelDropped(t *testing.T) bool {
-	t.Helper()
-	v, err := utilversion.ParseGeneric(suite.version)
+func podLevelDropped(version string, target harness.Target) (bool, error) {
+	v, err := utilversion.ParseGeneric(version)
 	if err != nil {
-		t.Fatal(err)
+		return false, err
 	}
-	gates := suite.target.FeatureGates
+	gates := "," + target.FeatureGates
 	switch {
-	case strings.Contains(gates, "PodLevelResources=false"):
-		return true
-	case strings.Contains(gates, "PodLevelResources=true"):
-		return false
+	case strings.Contains(gates, ",PodLevelResources=false"):
+		return true, nil
+	case strings.Contains(gates, ",PodLevelResources=true"):
+		return false, nil
 	}
-	return v.Minor() < 34
+	return v.Minor() < 34, nil
+}
+
+// imageVolumes reports whether the apiserver under test keeps image
+// volumes: from 1.35, where the ImageVolume gate is on by default. Earlier
+// minors drop an image volume and its mounts without an error.
+func imageVolumes(version string) bool {
+	v, err := utilversion.ParseGeneric(version)
+	return err == nil && v.Minor() >= 35
 }
 
 // Both memory levels, and auto, on the apiserver under test (every minor of
@@ -75,7 +82,7 @@ func TestMemoryLevels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropped := podLevelDropped(t)
+	dropped := suite.podLevelDropped
 	headroom := resource.MustParse("8Gi")
 
 	for _, level := range levels {

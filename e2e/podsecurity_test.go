@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,12 +72,22 @@ func TestPodSecurity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the apiserver rejected the pod: %v", err)
 		}
-		if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
-			t.Errorf("stored pod:%s", joinProblems(p))
-		}
-		v := volumeAt(got, got.Spec.Containers[0], assetMountPath)
-		if v == nil || v.Image == nil || v.HostPath != nil {
+		p := seedProblems(got, corev1.StorageMediumMemory)
+		if !imageVolumes(suite.version) {
+			// Before 1.35 the ImageVolume gate is off by default and the
+			// apiserver drops the image volume and its mounts without an
+			// error (docs/install.md says so): prove exactly that loss.
+			p = slices.DeleteFunc(p, func(s string) bool {
+				return strings.Contains(s, "want one read-only mount at "+assetMountPath+", have []")
+			})
+			if v := volumeByName(got, "rebench-v2"); v != nil {
+				t.Errorf("asset volume %+v stored; this apiserver was expected to drop image volumes", v)
+			}
+		} else if v := volumeAt(got, got.Spec.Containers[0], assetMountPath); v == nil || v.Image == nil || v.HostPath != nil {
 			t.Errorf("asset volume %+v, want an image volume and no hostPath", v)
+		}
+		if len(p) > 0 {
+			t.Errorf("stored pod:%s", joinProblems(p))
 		}
 		warned.take()
 	})

@@ -1,9 +1,0 @@
-//go:build tools
-
-// Package tools records the command this module builds (kube-apiserver
-// 1.31.14) so `go mod tidy` keeps its dependencies.
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-)
