@@ -23,13 +23,30 @@ build-server: ## Build bin/sandbox-webhook-server: the container image's binary,
 	CGO_ENABLED=0 go build -trimpath -tags $(SERVER_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook-server ./cmd/webhook
 
 .PHONY: tools
-tools: ## Build the e2e control plane (kube-apiserver, etcd) into bin/ unless already current.
+tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's older kube-apiservers) into bin/ unless already current.
 	bash hack/tools.sh
 
+# The e2e version matrix: the newest minor runs the whole suite; every older
+# minor with a module e2e/tools/k8s-1.NN, and the newest with pod-level
+# resources switched off, run the tests whose outcome depends on the apiserver.
+MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels)$$
+MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
+MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false
+
 .PHONY: test
-test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on).
+test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
 	$(GO_TEST) -race -count=1 -tags $(SERVER_TAGS) ./cli/
+	$(MAKE) --no-print-directory e2e-matrix
+
+.PHONY: e2e-matrix
+e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor and with PodLevelResources off.
+	@set -e; for m in $(MATRIX_MINORS); do \
+	  echo "[matrix] kube-apiserver $$m"; \
+	  E2E_KUBE_MINOR=$$m $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' ./e2e/; \
+	done
+	@echo "[matrix] newest kube-apiserver, --feature-gates=$(MATRIX_GATES)"
+	E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' ./e2e/
 
 .PHONY: lint
 lint: ## gofmt, go vet and golangci-lint.
