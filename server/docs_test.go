@@ -43,7 +43,8 @@ func TestDocs(t *testing.T) {
 		registered[mf.GetName()] = true
 	}
 	for _, name := range []string{"sandbox_webhook_policy_hits_total", "sandbox_webhook_shadow_decisions_total",
-		"sandbox_webhook_policy_set_info", "sandbox_webhook_leak_mitigation_info", "sandbox_webhook_admission_duration_seconds"} {
+		"sandbox_webhook_policy_set_info", "sandbox_webhook_leak_mitigation_info", "sandbox_webhook_admission_duration_seconds",
+		"sandbox_webhook_pod_level_dropped_total"} {
 		registered[name] = true // vectors without samples yet
 	}
 	documented := map[string]bool{}
