@@ -11,12 +11,29 @@ import (
 // SchemaID names the published JSON Schema of a SandboxPolicy document.
 const SchemaID = "https://raw.githubusercontent.com/sandbox-webhook/sandbox-webhook/main/policy/sandboxpolicy.schema.json"
 
-// enums are the allowed values of the string types with a fixed set.
+// The allowed values of the string types with a fixed set: validation and
+// the schema read the same lists, so they cannot disagree.
+var (
+	modes           = []Mode{ModeMemory, ModeDisk}
+	enforcements    = []Enforcement{Enforce, Shadow}
+	conflictActions = []ConflictAction{Keep, Override}
+	levels          = []Level{LevelPod, LevelContainer, LevelAuto}
+)
+
+// enums are those lists by type, for the schema.
 var enums = map[reflect.Type][]string{
-	reflect.TypeFor[Mode]():           {string(ModeMemory), string(ModeDisk)},
-	reflect.TypeFor[Enforcement]():    {string(Enforce), string(Shadow)},
-	reflect.TypeFor[ConflictAction](): {string(Keep), string(Override)},
-	reflect.TypeFor[Level]():          {string(LevelPod), string(LevelContainer)},
+	reflect.TypeFor[Mode]():           enumValues(modes),
+	reflect.TypeFor[Enforcement]():    enumValues(enforcements),
+	reflect.TypeFor[ConflictAction](): enumValues(conflictActions),
+	reflect.TypeFor[Level]():          enumValues(levels),
+}
+
+func enumValues[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 // JSONSchema returns the JSON Schema (draft-07, what Helm's values.schema.json

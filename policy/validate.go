@@ -29,8 +29,8 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 	errs = append(errs, each(validation.IsDNS1123Subdomain, sp.Metadata.Name, name)...)
 
 	s, spec := &sp.Spec, field.NewPath("spec")
-	errs = append(errs, oneOf(spec.Child("enforcement"), s.Enforcement, Enforce, Shadow)...)
-	errs = append(errs, oneOf(spec.Child("mode"), s.Mode, ModeMemory, ModeDisk)...)
+	errs = append(errs, oneOf(spec.Child("enforcement"), s.Enforcement, enforcements...)...)
+	errs = append(errs, oneOf(spec.Child("mode"), s.Mode, modes...)...)
 	errs = append(errs, validateMatch(&s.Match, spec.Child("match"))...)
 	containers := spec.Child("containers")
 	errs = append(errs, validateGlobs(s.Containers.Include, containers.Child("include"))...)
@@ -319,7 +319,7 @@ func validateEnv(env []EnvVar, fld *field.Path) field.ErrorList {
 			seen[e.Name] = fld
 		}
 		errs = append(errs, each(validation.IsEnvVarName, e.Name, name)...)
-		errs = append(errs, oneOf(fld.Child("onConflict"), e.OnConflict, Keep, Override)...)
+		errs = append(errs, oneOf(fld.Child("onConflict"), e.OnConflict, conflictActions...)...)
 	}
 	return errs
 }
@@ -347,7 +347,7 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not exceed limit "+m.Limit))
 		}
 	}
-	return append(errs, oneOf(fld.Child("level"), m.Level, LevelPod, LevelContainer, LevelAuto)...)
+	return append(errs, oneOf(fld.Child("level"), m.Level, levels...)...)
 }
 
 func parseQuantity(fld *field.Path, s string) (resource.Quantity, *field.Error) {
