@@ -141,7 +141,7 @@ func serveAll(t *testing.T, set *policy.Set, opts mutate.Options, body []byte, c
 		f.handler.HTTPHandler(log).ServeHTTP(w, post(body, ct))
 	}
 	a := answer{Code: w.Code, Header: w.Header(), Body: w.Body.String(), Counts: map[Outcome]float64{}}
-	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeError} {
+	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeDenied, OutcomeError} {
 		a.Counts[o] = testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(o)))
 	}
 	mu.Lock()

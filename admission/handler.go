@@ -231,6 +231,7 @@ func truncateString(s string, n int) string {
 }
 
 // Handle answers one admission request. Only the CREATE of a Pod is mutated;
+// an update of pods/ephemeralcontainers may be denied (see handleEphemeral);
 // every other request is allowed unchanged with the reason. Dry-run requests
 // are handled like any other: the handler has no side effects.
 func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
@@ -257,6 +258,9 @@ func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog
 func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
 	if req.UID == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
+	}
+	if isEphemeralContainersUpdate(req) {
+		return h.handleEphemeral(log, req, pod)
 	}
 	if reason := skipRequest(req); reason != "" {
 		if log.v1() {
@@ -347,6 +351,50 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		return errored(log, http.StatusInternalServerError, err)
 	}
 	return resp.WithWarnings(warnings...), OutcomeMutated
+}
+
+// isEphemeralContainersUpdate reports whether req adds ephemeral containers
+// to a pod (kubectl debug): the one request besides a pod's CREATE that is
+// judged, because it can mount the pod's volumes anew.
+func isEphemeralContainersUpdate(req cradmission.Request) bool {
+	return req.Kind.Group == "" && req.Kind.Kind == "Pod" &&
+		req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update
+}
+
+// handleEphemeral answers an update of pods/ephemeralcontainers: denied when
+// an ephemeral container it adds mounts a hostPath volume of the pod other
+// than read-only, whole and without propagation (see
+// ephemeralHostPathProblems), otherwise allowed unchanged. It never patches.
+func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
+	if len(req.Object.Raw) == 0 {
+		return errored(log, http.StatusBadRequest, errors.New("the request carries no object"))
+	}
+	if pod == nil {
+		pod = &corev1.Pod{}
+		if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
+			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+		}
+	}
+	var old *corev1.Pod
+	if len(req.OldObject.Raw) > 0 {
+		old = &corev1.Pod{}
+		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the old pod: %w", err))
+		}
+	}
+	if problems := ephemeralHostPathProblems(pod, old); len(problems) > 0 {
+		// The reason names containers and volumes: it goes to the client,
+		// never to the log.
+		if log.v1() {
+			log.get().V(1).Info("Admission decision", "outcome", OutcomeDenied, "problems", len(problems))
+		}
+		return cradmission.Denied(ephemeralDenial(problems)), OutcomeDenied
+	}
+	const reason = "sandbox-webhook does not mutate the pods/ephemeralcontainers subresource; no ephemeral container mounts a hostPath volume other than read-only and whole"
+	if log.v1() {
+		log.get().V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
+	}
+	return cradmission.Allowed(reason), OutcomeSkipped
 }
 
 // skipRequest says why a request is not one this webhook mutates, or "".

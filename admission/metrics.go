@@ -20,6 +20,9 @@ const (
 	// OutcomeSkipped: not a pod CREATE, or the core skipped the whole pod
 	// (excluded namespace, Windows pod).
 	OutcomeSkipped Outcome = "skipped"
+	// OutcomeDenied: the request was refused (an ephemeral container that
+	// would mount a hostPath volume writable or in part).
+	OutcomeDenied Outcome = "denied"
 	// OutcomeError: the request was answered with an error.
 	OutcomeError Outcome = "error"
 )
@@ -50,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_webhook_admission_requests_total",
-			Help: "Admission requests by outcome: mutated, unchanged, skipped (not a pod CREATE, or the pod is excluded) or error.",
+			Help: "Admission requests by outcome: mutated, unchanged, skipped (not a pod CREATE, or the pod is excluded), denied (an ephemeral container mounting a hostPath volume writable or in part) or error.",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sandbox_webhook_admission_duration_seconds",
@@ -72,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow, m.podLevelDropped)
 	m.byOutcome = map[Outcome]*outcomeSeries{}
-	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeError} {
+	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeDenied, OutcomeError} {
 		m.byOutcome[o] = &outcomeSeries{requests: m.requests.WithLabelValues(string(o))}
 	}
 	return m
