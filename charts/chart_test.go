@@ -246,6 +246,13 @@ func TestDefaultObjects(t *testing.T) {
 			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
 			Scope: ptr(admissionregistrationv1.NamespacedScope),
 		},
+	}, {
+		// Ephemeral containers are judged for their hostPath mounts.
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
+			Scope: ptr(admissionregistrationv1.NamespacedScope),
+		},
 	}}
 	if !equalJSON(t, wh.Rules, wantRules) {
 		t.Errorf("rules = %+v", wh.Rules)

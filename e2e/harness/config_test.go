@@ -61,9 +61,11 @@ func TestRenderWebhookConfiguration(t *testing.T) {
 		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("failurePolicy %v, want Fail", w.FailurePolicy)
 		}
-		if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) {
-			t.Errorf("rules %+v, want pods CREATE only", w.Rules)
+		if len(w.Rules) != 2 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) ||
+			!slices.Equal(w.Rules[1].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+			!slices.Equal(w.Rules[1].Resources, []string{"pods/ephemeralcontainers"}) {
+			t.Errorf("rules %+v, want pods CREATE and pods/ephemeralcontainers UPDATE", w.Rules)
 		}
 	})
 
