@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestEphemeralContainerHostPath: on a running sandbox pod that got the
+// policy's host-path asset, kubectl debug (an update of
+// pods/ephemeralcontainers) cannot add a container that mounts that volume
+// writable, through a subPath or subPathExpr, or with mount propagation: the
+// apiserver refuses the update with the webhook's reason and stores nothing.
+// A container that mounts it read-only and whole, or does not mount it, is
+// added as sent.
+func TestEphemeralContainerHostPath(t *testing.T) {
+	const ns = "ephemeral"
+	newInstance(t, "ephemeral", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	pods := suite.cs.CoreV1().Pods(ns)
+
+	stored := createPod(t, sandboxPod(ns, "debugged"))
+	if v := volumeByName(stored, assetVolume); v == nil || v.HostPath == nil || v.HostPath.Path != assetHostPath {
+		t.Fatalf("stored pod %s has no host path volume %s at %s: %+v", fmtPod(stored), assetVolume, assetHostPath, stored.Spec.Volumes)
+	}
+
+	debug := func(name string, mounts ...corev1.VolumeMount) *corev1.Pod {
+		p := stored.DeepCopy()
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: name, Image: "busybox:1.37", Command: []string{"sh"}, Stdin: true, TTY: true,
+				VolumeMounts: mounts,
+			},
+			TargetContainerName: "main",
+		})
+		return p
+	}
+	hostToContainer := corev1.MountPropagationHostToContainer
+	whole := corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets", ReadOnly: true}
+
+	for _, tc := range []struct {
+		name  string
+		mount corev1.VolumeMount
+		want  string // in the refusal
+	}{
+		{name: "writable", mount: corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets"}, want: "not readOnly"},
+		{name: "writable at the policy's path", mount: corev1.VolumeMount{Name: assetVolume, MountPath: assetMountPath}, want: "not readOnly"},
+		{name: "through a subPath", mount: corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets", ReadOnly: true, SubPath: "x"}, want: "with a subPath"},
+		{name: "through a subPathExpr", mount: corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets", ReadOnly: true, SubPathExpr: "$(HOME)"}, want: "with a subPathExpr"},
+		{name: "with mount propagation", mount: corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets", ReadOnly: true, MountPropagation: &hostToContainer}, want: "with mountPropagation HostToContainer"},
+	} {
+		t.Run("refused "+tc.name, func(t *testing.T) {
+			_, err := pods.UpdateEphemeralContainers(t.Context(), stored.Name, debug("debugger", tc.mount), metav1.UpdateOptions{})
+			if err == nil {
+				t.Fatalf("the apiserver added an ephemeral container mounting host path volume %s %s", assetVolume, tc.name)
+			}
+			msg := err.Error()
+			if !apierrors.IsForbidden(err) || !strings.Contains(msg, "denied the request") ||
+				!strings.Contains(msg, `ephemeral container "debugger" mounts hostPath volume "`+assetVolume+`" `+tc.want) {
+				t.Errorf("refused with %v, want the webhook's denial naming the container, the volume and %q", err, tc.want)
+			}
+			now, err := pods.Get(t.Context(), stored.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(now.Spec.EphemeralContainers) != 0 {
+				t.Errorf("the pod has ephemeral containers after a refusal: %+v", now.Spec.EphemeralContainers)
+			}
+		})
+	}
+
+	// Allowed, in order: each update adds one container to what is stored.
+	for _, tc := range []struct {
+		name   string
+		mounts []corev1.VolumeMount
+	}{
+		{name: "reader", mounts: []corev1.VolumeMount{whole}},
+		{name: "bare"},
+		{name: "cache", mounts: []corev1.VolumeMount{{Name: "uv-cache", MountPath: "/debug/uv-cache"}}},
+	} {
+		t.Run("allowed "+tc.name, func(t *testing.T) {
+			before, err := pods.Get(t.Context(), stored.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored = before
+			got, err := pods.UpdateEphemeralContainers(t.Context(), stored.Name, debug(tc.name, tc.mounts...), metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatalf("adding ephemeral container %s: %v", tc.name, err)
+			}
+			n := len(got.Spec.EphemeralContainers)
+			if n != len(before.Spec.EphemeralContainers)+1 {
+				t.Fatalf("the pod has %d ephemeral containers, want %d", n, len(before.Spec.EphemeralContainers)+1)
+			}
+			added := got.Spec.EphemeralContainers[n-1]
+			if added.Name != tc.name || !equality.Semantic.DeepEqual(added.VolumeMounts, tc.mounts) {
+				t.Errorf("added %s with mounts %+v, want %s with %+v as sent", added.Name, added.VolumeMounts, tc.name, tc.mounts)
+			}
+			// Nothing else of the pod changed.
+			spec, want := got.Spec.DeepCopy(), before.Spec.DeepCopy()
+			spec.EphemeralContainers, want.EphemeralContainers = nil, nil
+			if !equality.Semantic.DeepEqual(spec, want) || !equality.Semantic.DeepEqual(got.Annotations, before.Annotations) {
+				t.Errorf("adding an ephemeral container changed the pod's spec or annotations")
+			}
+		})
+	}
+}
