@@ -20,6 +20,7 @@ import (
 
 type dryRunOptions struct {
 	policies        []string
+	allowedHosts    []string
 	filenames       []string
 	recursive       bool
 	namespace       string
@@ -86,6 +87,7 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.policies, "policy", "p", nil, "policy file or directory (repeatable)")
+	policy.AddAllowedHostPathFlag(f, &o.allowedHosts)
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil, "input file, directory (its *.yaml, *.yml and *.json files), or - for stdin (repeatable)")
 	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of objects that do not name one (default \"default\")")
@@ -134,6 +136,9 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	if !ok {
 		return usageErrorf("--leak-mitigation must be on, off or policy, not %q", o.leakMitigation)
 	}
+	if err := policy.CheckAllowedHostPaths(o.allowedHosts); err != nil {
+		return usageErrorf("%v", err)
+	}
 	if o.mapCompare {
 		if err := mapRunnerMissing(); err != nil {
 			return err
@@ -148,6 +153,9 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 		return err
 	}
 	set, err := policy.Load(o.policies...)
+	if err == nil {
+		err = policy.AllowHostPaths(set, o.allowedHosts)
+	}
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,15 @@ func TestExitCodes(t *testing.T) {
 		{"validate ok", []string{"validate", memory}, ExitOK, ""},
 		{"validate invalid", []string{"validate", bad}, ExitError, "must not be or lie under"},
 		{"validate nothing", []string{"validate"}, ExitUsage, "at least one policy"},
+		// --allowed-host-path is serve's: the examples' asset lies in /mnt/shared.
+		{"validate allowed host path", []string{"validate", "--allowed-host-path", "/mnt/shared", memory}, ExitOK, ""},
+		{"validate host path not allowed", []string{"validate", "--allowed-host-path", "/srv/data", "--allowed-host-path", "/mnt/other", memory},
+			ExitError, `spec.assets[0].hostPath.path: Invalid value: "/mnt/shared/swe-rebench-v2": must lie under an --allowed-host-path: /srv/data, /mnt/other`},
+		{"validate bad allowed host path", []string{"validate", "--allowed-host-path", "/", memory}, ExitUsage, `--allowed-host-path "/": must not be /`},
+		{"dry-run allowed host path", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "/mnt/shared"}, ExitOK, ""},
+		{"dry-run host path not allowed", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "/srv/data"},
+			ExitError, `must lie under an --allowed-host-path: /srv/data`},
+		{"dry-run relative allowed host path", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "mnt/shared"}, ExitUsage, `--allowed-host-path "mnt/shared"`},
 		{"version", []string{"version"}, ExitOK, ""},
 	}
 	for _, c := range cases {

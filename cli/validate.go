@@ -10,16 +10,22 @@ import (
 )
 
 func newValidateCommand(streams IOStreams) *cobra.Command {
-	return &cobra.Command{
+	var allowed []string
+	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Check policy files and directories",
 		Long: `Load policy files and directories exactly as the server does and report every
 problem with its file, document, field path and what is allowed. Exits 1 when
-any policy is invalid.`,
-		Example: "  sandbox-webhook validate examples/policies/memory examples/policies/disk/sandbox-seed.yaml",
+any policy is invalid. --allowed-host-path refuses hostPath assets outside the
+named directories, as serve does with the same flag.`,
+		Example: `  sandbox-webhook validate examples/policies/memory examples/policies/disk/sandbox-seed.yaml
+  sandbox-webhook validate --allowed-host-path /mnt/shared examples/policies/memory`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErrorf("validate needs at least one policy file or directory")
+			}
+			if err := policy.CheckAllowedHostPaths(allowed); err != nil {
+				return usageErrorf("%v", err)
 			}
 			// Each argument is its own set: a memory and a disk variant of the
 			// same policy may share a name without being loaded together.
@@ -27,6 +33,9 @@ any policy is invalid.`,
 			var problems []error
 			for _, path := range args {
 				set, err := policy.Load(path)
+				if err == nil {
+					err = policy.AllowHostPaths(set, allowed)
+				}
 				if err != nil {
 					problems = append(problems, err)
 					continue
@@ -38,4 +47,6 @@ any policy is invalid.`,
 			return errors.Join(problems...)
 		},
 	}
+	policy.AddAllowedHostPathFlag(cmd.Flags(), &allowed)
+	return cmd
 }

@@ -163,7 +163,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
 	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: in-cluster config, else $KUBECONFIG or ~/.kube/config")
-	fs.StringSliceVar(&v.allowedHostPaths, "allowed-host-path", nil, "directory that hostPath assets must lie in; repeatable; a policy with a hostPath outside every one is invalid; default: any path the built-in checks accept")
+	policy.AddAllowedHostPathFlag(fs, &v.allowedHostPaths)
 	fs.StringSliceVar(&v.excludeNamespaces, "exclude-namespace", nil, "namespace whose pods are never mutated; repeatable; default: $POD_NAMESPACE when set (kube-system is always excluded)")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
