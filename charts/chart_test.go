@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -620,6 +621,56 @@ serviceMonitor: {enabled: true, labels: {release: prom}}`,
 				if !strings.Contains(r.notes, w) {
 					t.Errorf("NOTES lack %q:\n%s", w, r.notes)
 				}
+			}
+		},
+	}, {
+		name: "PrometheusRule and Grafana dashboard",
+		values: `
+webhook: {timeoutSeconds: 10}
+prometheusRule: {enabled: true, labels: {release: prom}, alertLabels: {team: sandbox}, certificateExpiryDays: 3}
+grafanaDashboard: {enabled: true, sidecarLabel: dashboards, sidecarLabelValue: sandbox, namespace: monitoring, annotations: {grafana_folder: Sandboxes}}`,
+		check: func(t *testing.T, r *rendered) {
+			pr := one[*unstructured.Unstructured](t, r)
+			if pr.GetKind() != "PrometheusRule" || pr.GetAPIVersion() != "monitoring.coreos.com/v1" || pr.GetLabels()["release"] != "prom" {
+				t.Fatalf("PrometheusRule = %v", pr.Object)
+			}
+			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			exprs := map[string]string{}
+			for _, g := range groups {
+				rules, _ := g.(map[string]any)["rules"].([]any)
+				for _, rule := range rules {
+					rm := rule.(map[string]any)
+					exprs[rm["alert"].(string)] = rm["expr"].(string)
+					if team, _, _ := unstructured.NestedString(rm, "labels", "team"); team != "sandbox" {
+						t.Errorf("alert %v lacks the alertLabels: %v", rm["alert"], rm["labels"])
+					}
+				}
+			}
+			// p99 above half of the 10s timeout; 3 days; the Deployment's name.
+			for alert, want := range map[string]string{
+				"SandboxWebhookLatencyNearTimeout":  "> 5",
+				"SandboxWebhookCertificateExpiring": "< 3 * 86400",
+				"SandboxWebhookNoReadyReplica":      `deployment="` + releaseName + `"`,
+			} {
+				if !strings.Contains(exprs[alert], want) {
+					t.Errorf("%s expr %q lacks %q", alert, exprs[alert], want)
+				}
+			}
+			var dash *corev1.ConfigMap
+			for _, cm := range all[*corev1.ConfigMap](r) {
+				if _, ok := cm.Data["sandbox-webhook.json"]; ok {
+					dash = cm
+				}
+			}
+			if dash == nil {
+				t.Fatal("no dashboard ConfigMap")
+			}
+			if dash.Namespace != "monitoring" || dash.Labels["dashboards"] != "sandbox" || dash.Annotations["grafana_folder"] != "Sandboxes" {
+				t.Errorf("dashboard ConfigMap metadata = %+v", dash.ObjectMeta)
+			}
+			var d map[string]any
+			if err := json.Unmarshal([]byte(dash.Data["sandbox-webhook.json"]), &d); err != nil || d["uid"] != "sandbox-webhook" {
+				t.Errorf("dashboard JSON: %v %v", err, d["uid"])
 			}
 		},
 	}, {

@@ -18,7 +18,7 @@ func TestHelmLint(t *testing.T) {
 		"selfManaged":    `certificates: {mode: selfManaged}`,
 		"existingSecret": `{certificates: {mode: existingSecret, existingSecret: {secretName: my-tls}}, webhook: {caBundle: Q0EK}}`,
 		"url":            `webhook: {url: "https://127.0.0.1:9443/mutate-v1-pod"}`,
-		"everything":     `{serviceMonitor: {enabled: true}, priorityClassName: high, webhook: {matchConditions: [{name: a, expression: "true"}]}}`,
+		"everything":     `{serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}, priorityClassName: high, webhook: {matchConditions: [{name: a, expression: "true"}]}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			vals := map[string]any{}

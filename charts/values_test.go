@@ -56,12 +56,13 @@ func TestPackagedFiles(t *testing.T) {
 	}
 	for _, f := range got {
 		ok := f == "Chart.yaml" || f == "values.yaml" || f == "values.schema.json" || f == ".helmignore" ||
+			f == "dashboards/sandbox-webhook.json" ||
 			(strings.HasPrefix(f, "templates/") && (strings.HasSuffix(f, ".yaml") || f == "templates/_helpers.tpl" || f == "templates/NOTES.txt"))
 		if !ok {
 			t.Errorf("the chart would package %s", f)
 		}
 	}
-	for _, want := range []string{"Chart.yaml", "values.yaml", "values.schema.json", "templates/NOTES.txt", "templates/mutatingwebhookconfiguration.yaml"} {
+	for _, want := range []string{"Chart.yaml", "values.yaml", "values.schema.json", "templates/NOTES.txt", "templates/mutatingwebhookconfiguration.yaml", "dashboards/sandbox-webhook.json"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("the chart does not package %s (got %v)", want, got)
 		}
