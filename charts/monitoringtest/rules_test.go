@@ -1,0 +1,229 @@
+// Package monitoringtest checks the chart's PrometheusRule and Grafana dashboard
+// with Prometheus's own rule and PromQL parsers. It is a module of its own so
+// that the prometheus module stays out of the webhook's go.mod.
+package monitoringtest
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// seriesFile lists every metric name the rules and the dashboard query, one a
+// line; the e2e suite checks each against a live /metrics.
+const seriesFile = "testdata/series.txt"
+
+// render renders the chart with the PrometheusRule and the dashboard on and
+// returns the rule groups (the PrometheusRule's spec, which is the format of
+// a Prometheus rule file) and the dashboard JSON.
+func render(t *testing.T) (rules []byte, dashboard []byte) {
+	t.Helper()
+	chrt, err := loader.Load(filepath.Join("..", "sandbox-webhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.Replace = true
+	install.ReleaseName = "sw"
+	install.Namespace = "sandbox-system"
+	if install.KubeVersion, err = common.ParseKubeVersion("v1.36.0"); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := install.Run(chrt, map[string]any{
+		"prometheusRule":   map[string]any{"enabled": true},
+		"grafanaDashboard": map[string]any{"enabled": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		t.Fatalf("unexpected release type %T", rel)
+	}
+	for doc := range strings.SplitSeq(r.Manifest, "\n---") {
+		var obj struct {
+			Kind string          `json:"kind"`
+			Spec json.RawMessage `json:"spec"`
+			Data map[string]string
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("decoding the rendered chart: %v", err)
+		}
+		switch {
+		case obj.Kind == "PrometheusRule":
+			if rules, err = yaml.JSONToYAML(obj.Spec); err != nil {
+				t.Fatal(err)
+			}
+		case obj.Kind == "ConfigMap" && obj.Data["sandbox-webhook.json"] != "":
+			dashboard = []byte(obj.Data["sandbox-webhook.json"])
+		}
+	}
+	if rules == nil || dashboard == nil {
+		t.Fatalf("the chart rendered no PrometheusRule or no dashboard ConfigMap:\n%s", r.Manifest)
+	}
+	return rules, dashboard
+}
+
+var promql = parser.NewParser(parser.Options{})
+
+// dashboardExprs returns every PromQL expression of the dashboard: the panels'
+// targets and the query variables' label_values(metric, label) metrics.
+// Grafana's $__rate_interval is replaced by a duration, as Grafana does before
+// it sends a query.
+func dashboardExprs(t *testing.T, dashboard []byte) []string {
+	t.Helper()
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(dashboard, &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	var exprs []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))
+		}
+	}
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		args, ok := strings.CutPrefix(v.Definition, "label_values(")
+		metric, _, ok2 := strings.Cut(args, ",")
+		if !ok || !ok2 {
+			t.Errorf("query variable %q: want label_values(metric, label)", v.Definition)
+			continue
+		}
+		exprs = append(exprs, strings.TrimSpace(metric))
+	}
+	return exprs
+}
+
+// metricNames returns the metric names of expr's selectors.
+func metricNames(t *testing.T, expr string) []string {
+	t.Helper()
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		t.Errorf("PromQL %q: %v", expr, err)
+		return nil
+	}
+	var names []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			if vs.Name == "" {
+				t.Errorf("PromQL %q: a selector without a metric name", expr)
+			}
+			names = append(names, vs.Name)
+		}
+		return nil
+	})
+	return names
+}
+
+// TestRulesParse parses the rendered PrometheusRule with Prometheus's rule
+// file parser, which also parses each expr and checks labels and templates.
+func TestRulesParse(t *testing.T) {
+	rules, _ := render(t)
+	groups, errs := rulefmt.Parse(rules, false, model.UTF8Validation, promql, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, err := range errs {
+		t.Errorf("rule file: %v", err)
+	}
+	if t.Failed() {
+		t.Fatalf("rules:\n%s", rules)
+	}
+	var alerts []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			if r.Labels["severity"] == "" {
+				t.Errorf("alert %s has no severity", r.Alert)
+			}
+		}
+	}
+	want := []string{
+		"SandboxWebhookAdmissionErrors", "SandboxWebhookLatencyNearTimeout", "SandboxWebhookReloadFailing",
+		"SandboxWebhookCertificateExpiring", "SandboxWebhookNoReadyReplica",
+	}
+	if !slices.Equal(alerts, want) {
+		t.Errorf("alerts = %v, want %v", alerts, want)
+	}
+}
+
+// TestRulesRejectBroken makes sure the rule parser as called here does fail
+// on a broken expression, so that TestRulesParse can fail.
+func TestRulesRejectBroken(t *testing.T) {
+	broken := []byte("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: sum(rate(x[5m])\n")
+	if _, errs := rulefmt.Parse(broken, false, model.UTF8Validation, promql, slog.New(slog.NewTextHandler(io.Discard, nil))); len(errs) == 0 {
+		t.Error("rulefmt.Parse accepted an unbalanced expression")
+	}
+}
+
+// TestSeries parses every query of the rules and the dashboard and checks the
+// metric names they select against testdata/series.txt.
+func TestSeries(t *testing.T) {
+	rules, dashboard := render(t)
+	var rf rulefmt.RuleGroups
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	exprs = append(exprs, dashboardExprs(t, dashboard)...)
+	var got []string
+	for _, e := range exprs {
+		got = append(got, metricNames(t, e)...)
+	}
+	slices.Sort(got)
+	got = slices.Compact(got)
+
+	b, err := os.ReadFile(seriesFile)
+	if errors.Is(err, os.ErrNotExist) {
+		b = nil
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("UPDATE_SERIES") != "" {
+		if err := os.WriteFile(seriesFile, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want := strings.Fields(string(b))
+	if !slices.Equal(got, want) {
+		t.Errorf("the queries select %v; %s lists %v (UPDATE_SERIES=1 rewrites it; the e2e suite checks each against a live /metrics)", got, seriesFile, want)
+	}
+}
