@@ -56,10 +56,6 @@ type ConfigOptions struct {
 // The chart's certificates are not used: the process has its own
 // (certificates.mode=existingSecret with the given caBundle).
 func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	chrt, err := loader.Load(filepath.Join(root, ChartDir))
-	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
-	}
 	webhook := map[string]any{
 		"url":      o.URL,
 		"caBundle": base64.StdEncoding.EncodeToString(o.CABundle),
@@ -91,26 +87,12 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 	}
 	vals = mergeValues(vals, o.Values)
 
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.Replace = true
-	install.ReleaseName = o.Release
-	install.Namespace = o.Namespace
-	kv, err := common.ParseKubeVersion(KubeVersion)
+	manifest, err := RenderManifest(ctx, root, o.Release, o.Namespace, vals)
 	if err != nil {
 		return nil, err
 	}
-	install.KubeVersion = kv
-	rel, err := install.RunWithContext(ctx, chrt, vals)
-	if err != nil {
-		return nil, fmt.Errorf("rendering the chart: %w", err)
-	}
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		return nil, fmt.Errorf("rendering the chart: unexpected release type %T", rel)
-	}
 	var found []*admissionregistrationv1.MutatingWebhookConfiguration
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.Manifest), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	for {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
@@ -135,6 +117,35 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 		return nil, fmt.Errorf("the chart rendered %d MutatingWebhookConfigurations, want 1", len(found))
 	}
 	return found[0], nil
+}
+
+// RenderManifest renders the chart at root/ChartDir with the Helm SDK, as
+// `helm template` would, for release in namespace with vals (merged over
+// values.yaml), and returns the manifest.
+func RenderManifest(ctx context.Context, root, release, namespace string, vals map[string]any) (string, error) {
+	chrt, err := loader.Load(filepath.Join(root, ChartDir))
+	if err != nil {
+		return "", fmt.Errorf("loading the chart: %w", err)
+	}
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.Replace = true
+	install.ReleaseName = release
+	install.Namespace = namespace
+	kv, err := common.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return "", err
+	}
+	install.KubeVersion = kv
+	rel, err := install.RunWithContext(ctx, chrt, vals)
+	if err != nil {
+		return "", fmt.Errorf("rendering the chart: %w", err)
+	}
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		return "", fmt.Errorf("rendering the chart: unexpected release type %T", rel)
+	}
+	return r.Manifest, nil
 }
 
 // InstallWebhookConfiguration creates mwc, or replaces the one of that name.

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// seriesList is the list of the metric names the chart's PrometheusRule and
+// Grafana dashboard query, which charts/monitoringtest keeps equal to what
+// Prometheus's PromQL parser finds in them.
+const seriesList = "charts/monitoringtest/testdata/series.txt"
+
+// externalSeries are the series the rules or the dashboard query that serve
+// does not export: kube-state-metrics' (documented in values.yaml).
+var externalSeries = []string{"kube_deployment_status_replicas_available"}
+
+var (
+	promString   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	promMatchers = regexp.MustCompile(`\{[^}]*\}`)
+	promRange    = regexp.MustCompile(`\[[^\]]*\]`)
+	promGrouping = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promIdent    = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	promCall     = regexp.MustCompile(`^\s*\(`)
+	promKeywords = []string{"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
+)
+
+// exprMetrics returns the metric names in a PromQL expression: its identifiers
+// once strings, label matchers, ranges and grouping label lists are cut out,
+// leaving out functions (followed by a parenthesis), keywords and numbers.
+func exprMetrics(expr string) []string {
+	expr = promString.ReplaceAllString(expr, `""`)
+	expr = promMatchers.ReplaceAllString(expr, " ")
+	expr = promRange.ReplaceAllString(expr, " ")
+	expr = promGrouping.ReplaceAllString(expr, " ")
+	var names []string
+	for _, m := range promIdent.FindAllStringIndex(expr, -1) {
+		name := expr[m[0]:m[1]]
+		if m[0] > 0 && strings.ContainsRune("0123456789.", rune(expr[m[0]-1])) {
+			continue // a number's exponent or suffix
+		}
+		if promCall.MatchString(expr[m[1]:]) || slices.Contains(promKeywords, strings.ToLower(name)) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+func TestExprMetrics(t *testing.T) {
+	got := exprMetrics(`histogram_quantile(0.99, sum by (le) (rate(a_bucket{namespace=~"$ns", x="b{c}"}[$__rate_interval])))
+  / on (pod) group_left (mode) b:c offset 5m > bool 2.5e3 * time() unless min by (x) (c)`)
+	if want := []string{"a_bucket", "b:c", "c"}; !slices.Equal(got, want) {
+		t.Errorf("exprMetrics = %v, want %v", got, want)
+	}
+}
+
+// renderedQueries renders the chart with the PrometheusRule and the Grafana
+// dashboard on and returns the PromQL of every alert, dashboard panel and
+// dashboard query variable.
+func renderedQueries(t *testing.T) []string {
+	t.Helper()
+	manifest, err := harness.RenderManifest(t.Context(), suite.root, "monitoring", "monitoring-system", map[string]any{
+		"prometheusRule":   map[string]any{"enabled": true},
+		"grafanaDashboard": map[string]any{"enabled": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	var rules, dashboards int
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var obj struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Groups []struct {
+					Rules []struct {
+						Expr string `json:"expr"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"spec"`
+			Data map[string]string `json:"data"`
+		}
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding the rendered chart: %v", err)
+		}
+		switch {
+		case obj.Kind == "PrometheusRule":
+			rules++
+			for _, g := range obj.Spec.Groups {
+				for _, r := range g.Rules {
+					exprs = append(exprs, r.Expr)
+				}
+			}
+		case obj.Kind == "ConfigMap" && obj.Data["sandbox-webhook.json"] != "":
+			dashboards++
+			var d struct {
+				Panels []struct {
+					Targets []struct {
+						Expr string `json:"expr"`
+					} `json:"targets"`
+				} `json:"panels"`
+				Templating struct {
+					List []struct {
+						Definition string `json:"definition"`
+					} `json:"list"`
+				} `json:"templating"`
+			}
+			if err := json.Unmarshal([]byte(obj.Data["sandbox-webhook.json"]), &d); err != nil {
+				t.Fatalf("the dashboard: %v", err)
+			}
+			for _, p := range d.Panels {
+				for _, tg := range p.Targets {
+					exprs = append(exprs, tg.Expr)
+				}
+			}
+			for _, v := range d.Templating.List {
+				// label_values(metric, label): the metric is the first argument.
+				if args, ok := strings.CutPrefix(v.Definition, "label_values("); ok {
+					metric, _, _ := strings.Cut(args, ",")
+					exprs = append(exprs, metric)
+				}
+			}
+		}
+	}
+	if rules != 1 || dashboards != 1 {
+		t.Fatalf("the chart rendered %d PrometheusRules and %d dashboard ConfigMaps, want 1 each", rules, dashboards)
+	}
+	return exprs
+}
+
+// exposedNames returns the sample names of a Prometheus text exposition: the
+// series a scrape stores, not the # HELP and # TYPE lines.
+func exposedNames(text string) map[string]bool {
+	names := map[string]bool{}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, _, _ := strings.Cut(line, " ")
+		name, _, _ = strings.Cut(name, "{")
+		names[name] = true
+	}
+	return names
+}
+
+// TestMonitoringSeries checks that every series the chart's PrometheusRule and
+// Grafana dashboard query is one a real serve exports: it renders the chart
+// with both on, takes the metric names out of every query, and looks for each
+// among the samples of a live /metrics, after an admission that a policy
+// matched and a rejected policy reload, the events that create the labelled
+// series that are not there from the start.
+func TestMonitoringSeries(t *testing.T) {
+	var names []string
+	for _, e := range renderedQueries(t) {
+		names = append(names, exprMetrics(e)...)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	b, err := os.ReadFile(filepath.Join(suite.root, seriesList))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The list is what Prometheus's parser finds (charts/monitoringtest):
+	// agreeing with it shows the names read here are all of them.
+	if want := strings.Fields(string(b)); !slices.Equal(names, want) {
+		t.Fatalf("the queries name %v; %s (from the PromQL parser) lists %v", names, seriesList, want)
+	}
+
+	// newInstance waits for a sandbox probe pod to be mutated: an admission
+	// that the example policy matched.
+	in := newInstance(t, "monitoring", instanceOptions{})
+	before := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
+	if err := in.policies.Update(map[string][]byte{"broken.yaml": []byte("apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: broken}\nspec: {mode: nonsense}\n")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the webhook to reject the broken policy", func() (bool, string) {
+		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
+		return n > before, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+	})
+
+	text, err := in.webhook.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed := exposedNames(text)
+	for _, n := range names {
+		if slices.Contains(externalSeries, n) {
+			if exposed[n] {
+				t.Errorf("%s is listed as external but serve exports it", n)
+			}
+			continue
+		}
+		if !exposed[n] {
+			t.Errorf("the chart's monitoring queries %s, which /metrics has no sample of", n)
+		}
+	}
+	for _, n := range externalSeries {
+		if !slices.Contains(names, n) {
+			t.Errorf("external series %s is no longer queried; drop it from the list", n)
+		}
+	}
+}
