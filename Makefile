@@ -34,9 +34,10 @@ MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
 MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false
 
 .PHONY: test
-test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), then the e2e version matrix.
+test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
 	$(GO_TEST) -race -count=1 -tags $(SERVER_TAGS) ./cli/
+	cd charts/monitoringtest && $(GO_TEST) -count=1 ./...
 	$(MAKE) --no-print-directory e2e-matrix
 
 .PHONY: e2e-matrix
@@ -54,6 +55,7 @@ lint: ## gofmt, go vet and golangci-lint.
 	go vet ./...
 	go vet -tags $(SERVER_TAGS) ./...
 	go vet -tags nodee2e ./e2e/node/
+	cd charts/monitoringtest && go vet ./...
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	go tool -modfile=hack/lint/go.mod golangci-lint run --build-tags nodee2e ./e2e/node/
 
