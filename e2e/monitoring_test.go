@@ -162,9 +162,12 @@ func exposedNames(text string) map[string]bool {
 // TestMonitoringSeries checks that every series the chart's PrometheusRule and
 // Grafana dashboard query is one a real serve exports: it renders the chart
 // with both on, takes the metric names out of every query, and looks for each
-// among the samples of a live /metrics, after an admission that a policy
-// matched and a rejected policy reload, the events that create the labelled
-// series that are not there from the start.
+// among the samples of a live /metrics (sample lines, not # HELP or # TYPE).
+// A labelled series has samples only once its labels were used: the
+// admission a policy matched creates the latency histogram's and the policy
+// hits'; the reload counters are created at start for each source, and a
+// rejected reload is driven too so that the scrape is the one an alert for a
+// failing reload would see.
 func TestMonitoringSeries(t *testing.T) {
 	var names []string
 	for _, e := range renderedQueries(t) {
