@@ -429,22 +429,26 @@ func (o *clusterCheckOptions) leakMode(ctx context.Context, cs kubernetes.Interf
 	return lm, nil
 }
 
+// writeMachineReport writes a check report as -o json or -o yaml.
+func writeMachineReport(w io.Writer, rep any, output string) error {
+	var b []byte
+	var err error
+	if output == "json" {
+		b, err = json.MarshalIndent(rep, "", "  ")
+		b = append(b, '\n')
+	} else {
+		b, err = yaml.Marshal(rep)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
 func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+	if output == "json" || output == "yaml" {
+		return writeMachineReport(w, rep, output)
 	}
 	fmt.Fprintf(w, "%s:\n", rep.Object)
 	if len(rep.Webhooks) == 0 {

@@ -17,7 +17,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/clustercheck"
 )
@@ -265,21 +264,8 @@ func servedHash(ctx context.Context, statusURL string) (string, error) {
 }
 
 func writeInstallReport(w io.Writer, rep *installReport, output string) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+	if output == "json" || output == "yaml" {
+		return writeMachineReport(w, rep, output)
 	}
 	for _, f := range rep.Findings {
 		fmt.Fprintf(w, "%s: %s: %s\n", f.Level, f.Subject, f.Message)
