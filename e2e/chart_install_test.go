@@ -564,7 +564,8 @@ func (r *chartRelease) serviceClientConfig(caBundle []byte) admissionregistratio
 }
 
 // checkWebhookConfiguration compares the stored configuration's one webhook
-// with what the chart intends: pods, CREATE only, no side effects, v1 reviews,
+// with what the chart intends: pods at CREATE and their ephemeral containers
+// at UPDATE (kubectl debug), no side effects, v1 reviews,
 // reinvoked if needed, fail-closed, the short timeout, the release's test
 // namespaces minus kube-system and the release namespace, app=sandbox pods.
 func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionregistrationv1.WebhookClientConfig) {
@@ -577,6 +578,12 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}, {
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
 				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 			},
 		}},
