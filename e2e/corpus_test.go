@@ -107,6 +107,32 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
+// dryRunOne runs dry-run with args, aimed at the apiserver under test, and
+// returns the one pod it prints, the warnings it gives and the run. Exit 3
+// (--check predicts a rejection) is accepted when rejected is.
+func dryRunOne(t *testing.T, args []string, rejected bool) (*corev1.Pod, []string, harness.Result) {
+	t.Helper()
+	args = append(args, targetArgs()...)
+	r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode != 0 && (r.ExitCode != 3 || !rejected) {
+		t.Fatalf("sandbox-webhook %s: exit code %d\n%s", strings.Join(args, " "), r.ExitCode, r.Stderr)
+	}
+	pods, err := harness.DecodePods(r.Stdout)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("dry-run printed %d pods (%v), want 1:\n%s", len(pods), err, r.Stdout)
+	}
+	var warnings []string
+	for line := range strings.Lines(string(r.Stderr)) {
+		if w, ok := strings.CutPrefix(strings.TrimSpace(line), "Warning: "); ok {
+			warnings = append(warnings, w)
+		}
+	}
+	return pods[0], warnings, r
+}
+
 func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golden.Case) {
 	ctx := t.Context()
 	args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "-o", "yaml", "--check"}
@@ -116,24 +142,7 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	if c.Set.LeakMitigation != "" {
 		args = append(args, "--leak-mitigation", c.Set.LeakMitigation)
 	}
-	args = append(args, targetArgs()...)
-	r, err := harness.RunCommand(ctx, suite.binary, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.ExitCode != 0 && r.ExitCode != 3 {
-		t.Fatalf("sandbox-webhook %s: exit code %d\n%s", strings.Join(args, " "), r.ExitCode, r.Stderr)
-	}
-	predicted, err := harness.DecodePods(r.Stdout)
-	if err != nil || len(predicted) != 1 {
-		t.Fatalf("dry-run printed %d pods (%v), want 1:\n%s", len(predicted), err, r.Stdout)
-	}
-	var cliWarnings []string
-	for line := range strings.Lines(string(r.Stderr)) {
-		if w, ok := strings.CutPrefix(strings.TrimSpace(line), "Warning: "); ok {
-			cliWarnings = append(cliWarnings, w)
-		}
-	}
+	want, cliWarnings, r := dryRunOne(t, args, true)
 
 	_, input := golden.Pod(t, c.Input)
 	warned.take()
@@ -165,7 +174,6 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	}
 
 	// B: the prediction as this apiserver stores it, with no webhook.
-	want := predicted[0]
 	want.Namespace += referenceSuffix
 	reference, err := cs.CoreV1().Pods(want.Namespace).Create(ctx, want, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {

@@ -198,23 +198,6 @@ func predict(t *testing.T, pod *corev1.Pod, policies ...string) (*corev1.Pod, []
 	for _, p := range policies {
 		args = append(args, "--policy", p)
 	}
-	args = append(args, targetArgs()...)
-	r, err := harness.RunCommand(t.Context(), suite.binary, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.ExitCode != 0 {
-		t.Fatalf("sandbox-webhook %s: exit code %d\n%s", strings.Join(args, " "), r.ExitCode, r.Stderr)
-	}
-	pods, err := harness.DecodePods(r.Stdout)
-	if err != nil || len(pods) != 1 {
-		t.Fatalf("dry-run printed %d pods (%v), want 1:\n%s", len(pods), err, r.Stdout)
-	}
-	var w []string
-	for line := range strings.Lines(string(r.Stderr)) {
-		if s, ok := strings.CutPrefix(strings.TrimSpace(line), "Warning: "); ok {
-			w = append(w, s)
-		}
-	}
-	return pods[0], w
+	pod, warnings, _ := dryRunOne(t, args, false)
+	return pod, warnings
 }
