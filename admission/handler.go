@@ -268,14 +268,9 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		}
 		return cradmission.Allowed(reason), OutcomeSkipped
 	}
-	if len(req.Object.Raw) == 0 {
-		return errored(log, http.StatusBadRequest, errors.New("the request carries no object"))
-	}
-	if pod == nil {
-		pod = &corev1.Pod{}
-		if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
-			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
-		}
+	pod, err := h.requestPod(req, pod)
+	if err != nil {
+		return errored(log, http.StatusBadRequest, err)
 	}
 
 	cfg := h.config.Load()
@@ -361,19 +356,30 @@ func isEphemeralContainersUpdate(req cradmission.Request) bool {
 		req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update
 }
 
+// requestPod returns the request's pod: pod when the caller has decoded it
+// already, else the decoded object.
+func (h *Handler) requestPod(req cradmission.Request, pod *corev1.Pod) (*corev1.Pod, error) {
+	if len(req.Object.Raw) == 0 {
+		return nil, errors.New("the request carries no object")
+	}
+	if pod != nil {
+		return pod, nil
+	}
+	pod = &corev1.Pod{}
+	if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
+		return nil, fmt.Errorf("decoding the pod: %w", err)
+	}
+	return pod, nil
+}
+
 // handleEphemeral answers an update of pods/ephemeralcontainers: denied when
 // an ephemeral container it adds mounts a hostPath volume of the pod other
 // than read-only, whole and without propagation (see
 // ephemeralHostPathProblems), otherwise allowed unchanged. It never patches.
 func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
-	if len(req.Object.Raw) == 0 {
-		return errored(log, http.StatusBadRequest, errors.New("the request carries no object"))
-	}
-	if pod == nil {
-		pod = &corev1.Pod{}
-		if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
-			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
-		}
+	pod, err := h.requestPod(req, pod)
+	if err != nil {
+		return errored(log, http.StatusBadRequest, err)
 	}
 	var old *corev1.Pod
 	if len(req.OldObject.Raw) > 0 {
