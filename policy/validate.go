@@ -86,11 +86,10 @@ func validateMatch(m *Match, fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(fld, "a policy must say what it is for: set namespaces, namespaceSelector, podSelector and/or any"))
 	}
 	errs = append(errs, validateAny(m.Any, fld.Child("any"))...)
-	errs = append(errs, validateGlobs(m.Namespaces, fld.Child("namespaces"))...)
-	errs = append(errs, validateGlobs(m.ExcludeNamespaces, fld.Child("excludeNamespaces"))...)
-	errs = append(errs, validateSelector(m.NamespaceSelector, fld.Child("namespaceSelector"))...)
-	errs = append(errs, validateSelector(m.PodSelector, fld.Child("podSelector"))...)
-	errs = append(errs, validateSelector(m.ExcludePodSelector, fld.Child("excludePodSelector"))...)
+	errs = append(errs, MatchBlock{
+		Namespaces: m.Namespaces, ExcludeNamespaces: m.ExcludeNamespaces,
+		NamespaceSelector: m.NamespaceSelector, PodSelector: m.PodSelector, ExcludePodSelector: m.ExcludePodSelector,
+	}.validateSelection(fld)...)
 	if o := m.OptOut; o != nil {
 		fld := fld.Child("optOut")
 		if o.Label == "" && o.Annotation == "" {
