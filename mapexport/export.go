@@ -163,19 +163,9 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 	return out, gaps, nil
 }
 
-func effectiveMode(p *policy.Policy, opts Options) policy.Mode {
-	switch opts.LeakMitigation {
-	case mutate.LeakMitigationOn:
-		return policy.ModeDisk
-	case mutate.LeakMitigationOff:
-		return policy.ModeMemory
-	}
-	return p.Spec.Mode
-}
-
 // exportPolicy compiles a policy that is the only enforcing one of its set.
 func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
-	mode := effectiveMode(p, opts)
+	mode := opts.LeakMitigation.Mode(p)
 	pr := &program{}
 	pd := podVariables(pr)
 	b := newBlock(pr, pd, p, mode, "", nil)
@@ -210,7 +200,7 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 	)
 	pass := fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(passAnnotation))
 	for k, p := range ps {
-		mode := effectiveMode(p, opts)
+		mode := opts.LeakMitigation.Mode(p)
 		pre := fmt.Sprintf("p%d_", k)
 		match := matchCEL(p, true)
 		// Match conditions get no namespace object: they select without

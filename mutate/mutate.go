@@ -47,7 +47,7 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 	// whatever the order.
 	var converters []*applier
 	for _, p := range set.Policies {
-		mode := effectiveMode(p, opts.LeakMitigation)
+		mode := opts.LeakMitigation.Mode(p)
 		pr := PolicyResult{
 			Policy:      p.Name(),
 			Hash:        p.Hash,
@@ -130,16 +130,6 @@ func skipPod(pod *corev1.Pod, ns Namespace, opts Options) string {
 	return ""
 }
 
-func effectiveMode(p *policy.Policy, lm LeakMitigation) policy.Mode {
-	switch lm {
-	case LeakMitigationOn:
-		return policy.ModeDisk
-	case LeakMitigationOff:
-		return policy.ModeMemory
-	}
-	return p.Spec.Mode
-}
-
 // match returns why p does not select pod, or a MatchReason that reports
 // Matched, naming the match.any block that selected the pod if any. Nothing
 // is formatted here: see MatchReason.
@@ -213,7 +203,8 @@ func selectorsOf(p *policy.Policy, block int) policy.Selectors {
 	return policy.Selectors{NamespaceSelector: p.NamespaceSelector, PodSelector: p.PodSelector, ExcludePodSelector: p.ExcludePodSelector}
 }
 
-// firstGlob returns the first pattern that matches name, or "".
+// firstGlob returns the first pattern that matches name, or "" when none
+// does (validation refuses an empty pattern).
 func firstGlob(patterns []string, name string) string {
 	for _, g := range patterns {
 		if ok, _ := path.Match(g, name); ok {

@@ -4,6 +4,8 @@
 package mutate
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -25,7 +27,7 @@ const (
 	LeakMitigationOff LeakMitigation = "off"
 )
 
-// ParseLeakMitigation parses on, off or policy.
+// ParseLeakMitigation parses on, off or policy; "" is policy.
 func ParseLeakMitigation(s string) (LeakMitigation, bool) {
 	switch l := LeakMitigation(s); l {
 	case LeakMitigationPolicy, LeakMitigationOn, LeakMitigationOff:
@@ -34,6 +36,37 @@ func ParseLeakMitigation(s string) (LeakMitigation, bool) {
 		return LeakMitigationPolicy, true
 	}
 	return "", false
+}
+
+// Set parses on, off or policy. With String and Type it makes a
+// LeakMitigation the value of every command's --leak-mitigation flag (a
+// pflag.Value), so that a bad value is refused while the flags are parsed,
+// whether it came from the command line, the environment or a config file.
+func (l *LeakMitigation) Set(s string) error {
+	v, ok := ParseLeakMitigation(s)
+	if !ok {
+		return errors.New("must be on, off or policy")
+	}
+	*l = v
+	return nil
+}
+
+// String returns the mode; "" when a flag was left unset with no default.
+func (l *LeakMitigation) String() string { return string(*l) }
+
+// Type names the flag's value in --help.
+func (l *LeakMitigation) Type() string { return "string" }
+
+// Mode is the mode p runs in under the override: on forces disk, off
+// forces memory, policy (or "") keeps the policy's own.
+func (l LeakMitigation) Mode(p *policy.Policy) policy.Mode {
+	switch l {
+	case LeakMitigationOn:
+		return policy.ModeDisk
+	case LeakMitigationOff:
+		return policy.ModeMemory
+	}
+	return p.Spec.Mode
 }
 
 // Namespace is what the core knows about the pod's namespace.
