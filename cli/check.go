@@ -21,7 +21,7 @@ func checkProblems(p *dryRunPod, target kubeTarget) []string {
 	for _, u := range p.unknown {
 		problems = append(problems, "strict decoding error: "+u)
 	}
-	if level, ok := p.ns.Labels[psaEnforceLabel]; ok {
+	if level, ok := p.ns.Labels[psaapi.EnforceLevelLabel]; ok {
 		problems = append(problems, podSecurityProblems(pod, level)...)
 	}
 	problems = append(problems, mutate.PodResourceProblems(&pod.Spec)...)
@@ -47,8 +47,6 @@ func writeCheck(w *reportWriter, p *dryRunPod, problems []string, target kubeTar
 		w.line("  - %s", pr)
 	}
 }
-
-const psaEnforceLabel = psaapi.EnforceLevelLabel
 
 // psaEvaluator is built once: a fleet's pods share it.
 var psaEvaluator = sync.OnceValues(func() (psapolicy.Evaluator, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -51,7 +52,7 @@ func podVariables(pr *program) *pod {
 	p.ephemerals = pr.def("ephemerals", "object.spec.?ephemeralContainers.orValue([])")
 	p.volumes = pr.def("volumes", "object.spec.?volumes.orValue([])")
 	p.forbidsHostPath = pr.def("forbidsHostPath",
-		fmt.Sprintf("namespaceObject.metadata.?labels[?%s].orValue('') in ['baseline', 'restricted']", str(psaEnforceLabel)))
+		fmt.Sprintf("namespaceObject.metadata.?labels[?%s].orValue('') in ['baseline', 'restricted']", str(psaapi.EnforceLevelLabel)))
 	ann := pr.def("prevStatus", fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(mutate.StatusAnnotation)))
 	prevOK := pr.def("prevOK", fmt.Sprintf("%s.startsWith('{') && %s.endsWith('}')", ann, ann))
 	const memKey = `"podMemory":{"limit":"`
@@ -77,10 +78,6 @@ func text(s string) string       { return str(jsonText(s)) }
 func jsonString(s string) string { return str(`"` + jsonText(s) + `"`) }
 func opening(s string) string    { return str(`"` + jsonText(s)) }
 func closing(s string) string    { return str(jsonText(s) + `"`) }
-
-// psaEnforceLabel is the namespace label with the Pod Security level the
-// apiserver enforces (mutate/apply.go reads the same label).
-const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
 
 // volumeItem is a cache or an asset: a volume plus a mount in every selected
 // container.

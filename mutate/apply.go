@@ -2,19 +2,15 @@ package mutate
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
-
-// psaEnforceLabel is the namespace label that sets the Pod Security level the
-// apiserver enforces after mutation.
-const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
 
 // applier applies one matching policy to a pod.
 type applier struct {
@@ -61,7 +57,7 @@ func (a *applier) apply() {
 func (a *applier) containers() []target {
 	cs := a.p.Spec.Containers
 	picked := func(name string) bool {
-		return anyGlob(cs.Include, name) && !anyGlob(cs.Exclude, name)
+		return firstGlob(cs.Include, name) != "" && firstGlob(cs.Exclude, name) == ""
 	}
 	var out []target
 	if cs.InitContainers == nil || *cs.InitContainers {
@@ -79,15 +75,6 @@ func (a *applier) containers() []target {
 	return out
 }
 
-func anyGlob(patterns []string, name string) bool {
-	for _, g := range patterns {
-		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
-}
-
 func (a *applier) cache(i int, sel []target) {
 	c := a.p.Spec.Caches[i]
 	ed := &corev1.EmptyDirVolumeSource{SizeLimit: a.p.CacheSizes[i]}
@@ -100,7 +87,7 @@ func (a *applier) cache(i int, sel []target) {
 
 func (a *applier) asset(i int, sel []target) {
 	as := a.p.Spec.Assets[i]
-	level := a.ns.Labels[psaEnforceLabel]
+	level := a.ns.Labels[psaapi.EnforceLevelLabel]
 	forbidsHostPath := level == "baseline" || level == "restricted"
 
 	var src corev1.VolumeSource
