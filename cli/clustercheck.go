@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/clustercheck"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -35,7 +36,7 @@ type clusterCheckOptions struct {
 	policies                       []string
 	configuration                  string
 	releaseNamespace               string
-	leakMitigation                 string
+	leakMitigation                 mutate.LeakMitigation // "": the release's
 	filename                       string
 	output                         string
 }
@@ -81,10 +82,10 @@ Exit codes: 0 the pod is (or would be) mutated as the current policies say;
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "the namespace (default: the context's)")
-	f.StringArrayVarP(&o.policies, "policy", "p", nil, "policy file or directory (repeatable); default: the release's policies ConfigMap")
+	flags.Policy(f, &o.policies, "; default: the release's policies ConfigMap")
 	f.StringVar(&o.configuration, "configuration", "", "the MutatingWebhookConfiguration to check (default: every one labelled "+chartNameLabel+")")
 	f.StringVar(&o.releaseNamespace, "release-namespace", "", "the release's namespace (default: that of the configuration's service)")
-	f.StringVar(&o.leakMitigation, "leak-mitigation", "", "on, off or policy (default: the release's config ConfigMap, else policy)")
+	flags.LeakMitigation(f, &o.leakMitigation, "; default: the release's config ConfigMap, else policy")
 	f.StringVarP(&o.output, "output", "o", "text", "text, yaml or json")
 	cmd.Flags().StringVarP(&o.filename, "filename", "f", "", "a file holding the pod or workload to check")
 	cmd.AddCommand(newCheckInstallCommand(o, streams))
@@ -137,9 +138,6 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, 
 	case "text", "yaml", "json":
 	default:
 		return usageErrorf("--output must be text, yaml or json, not %q", o.output)
-	}
-	if _, ok := mutate.ParseLeakMitigation(o.leakMitigation); !ok {
-		return usageErrorf("--leak-mitigation must be on, off or policy, not %q", o.leakMitigation)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -410,9 +408,11 @@ func (o *clusterCheckOptions) loadPolicies(ctx context.Context, cs kubernetes.In
 // leakMode is --leak-mitigation, else the release's config ConfigMap, else
 // policy.
 func (o *clusterCheckOptions) leakMode(ctx context.Context, cs kubernetes.Interface, configs []admissionregistrationv1.MutatingWebhookConfiguration, releaseNS string) (mutate.LeakMitigation, error) {
-	if o.leakMitigation != "" || len(configs) != 1 || releaseNS == "" {
-		lm, _ := mutate.ParseLeakMitigation(o.leakMitigation)
-		return lm, nil
+	if o.leakMitigation != "" {
+		return o.leakMitigation, nil
+	}
+	if len(configs) != 1 || releaseNS == "" {
+		return mutate.LeakMitigationPolicy, nil
 	}
 	cm, err := cs.CoreV1().ConfigMaps(releaseNS).Get(ctx, configs[0].Name+"-config", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -14,6 +14,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -26,7 +27,7 @@ type dryRunOptions struct {
 	namespace       string
 	namespacesFile  string
 	namespaceLabels []string
-	leakMitigation  string
+	leakMitigation  mutate.LeakMitigation
 	output          string
 	check           bool
 	mapCompare      bool
@@ -35,7 +36,7 @@ type dryRunOptions struct {
 }
 
 func newDryRunCommand(streams IOStreams) *cobra.Command {
-	o := &dryRunOptions{}
+	o := &dryRunOptions{leakMitigation: mutate.LeakMitigationPolicy}
 	cmd := &cobra.Command{
 		Use:   "dry-run --policy PATH... -f FILE|DIR|-...",
 		Short: "Apply policies to pods and workloads offline, exactly as the webhook would",
@@ -86,14 +87,14 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 		RunE: func(*cobra.Command, []string) error { return o.run(streams) },
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.policies, "policy", "p", nil, "policy file or directory (repeatable)")
-	policy.AddAllowedHostPathFlag(f, &o.allowedHosts)
+	flags.Policy(f, &o.policies, "")
+	flags.AllowedHostPath(f, &o.allowedHosts)
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil, "input file, directory (its *.yaml, *.yml and *.json files), or - for stdin (repeatable)")
 	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of objects that do not name one (default \"default\")")
 	f.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-label", nil, "label key=value of the pods' namespace (repeatable; wins over --namespaces)")
-	f.StringVar(&o.leakMitigation, "leak-mitigation", "policy", "on (every policy disk-backed), off (every policy memory-backed) or policy")
+	flags.LeakMitigation(f, &o.leakMitigation, "")
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
 	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any")
 	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --check predicts what it stores (before 1.34 no pod-level resources)")
@@ -132,10 +133,6 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	if err != nil {
 		return err
 	}
-	lm, ok := mutate.ParseLeakMitigation(o.leakMitigation)
-	if !ok {
-		return usageErrorf("--leak-mitigation must be on, off or policy, not %q", o.leakMitigation)
-	}
 	if err := policy.CheckAllowedHostPaths(o.allowedHosts); err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -169,7 +166,7 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	p := &pipeline{
 		o:           o,
 		set:         set,
-		opts:        mutate.Options{LeakMitigation: lm, PodLevelResources: target.podLevel},
+		opts:        mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel},
 		target:      target,
 		namespaces:  namespaces,
 		extraLabels: extraLabels,

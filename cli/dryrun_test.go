@@ -56,7 +56,7 @@ func TestExitCodes(t *testing.T) {
 		{"no policy", []string{"dry-run", "-f", pod}, ExitUsage, "--policy is required"},
 		{"no input", []string{"dry-run", "-p", memory}, ExitUsage, "-f is required"},
 		{"bad output", []string{"dry-run", "-p", memory, "-f", pod, "-o", "xml"}, ExitUsage, `--output must be yaml, json, patch, diff or summary, not "xml"`},
-		{"bad mode", []string{"dry-run", "-p", memory, "-f", pod, "--leak-mitigation", "maybe"}, ExitUsage, `--leak-mitigation must be on, off or policy, not "maybe"`},
+		{"bad mode", []string{"dry-run", "-p", memory, "-f", pod, "--leak-mitigation", "maybe"}, ExitUsage, `invalid argument "maybe" for "--leak-mitigation" flag: must be on, off or policy`},
 		{"unknown flag", []string{"dry-run", "--polcy", memory}, ExitUsage, "unknown flag: --polcy"},
 		{"namespace conflict", []string{"dry-run", "-p", memory, "-f", pod, "-n", "other"}, ExitUsage, `is in namespace "sandboxes", not --namespace "other"`},
 		{"bad namespace label", []string{"dry-run", "-p", memory, "-f", pod, "--namespace-label", "novalue"}, ExitUsage, `want key=value`},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -47,6 +48,6 @@ named directories, as serve does with the same flag.`,
 			return errors.Join(problems...)
 		},
 	}
-	policy.AddAllowedHostPathFlag(cmd.Flags(), &allowed)
+	flags.AllowedHostPath(cmd.Flags(), &allowed)
 	return cmd
 }

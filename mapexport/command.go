@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -41,7 +42,7 @@ func NewCommand() *cobra.Command {
 		excludeNamespaces []string
 		allowGaps         bool
 		output            = &enumFlag{value: "yaml", values: []string{"yaml", "json"}}
-		leakMitigation    = &enumFlag{value: "policy", values: []string{"on", "off", "policy"}}
+		leakMitigation    = mutate.LeakMitigationPolicy
 	)
 	cmd := &cobra.Command{
 		Use:   "export-map --policy PATH...",
@@ -71,8 +72,7 @@ would run with; the mode is compiled into the policies.`,
 			if err != nil {
 				return err
 			}
-			lm, _ := mutate.ParseLeakMitigation(leakMitigation.value)
-			exported, gaps, err := Export(set, Options{LeakMitigation: lm, ExcludeNamespaces: excludeNamespaces})
+			exported, gaps, err := Export(set, Options{LeakMitigation: leakMitigation, ExcludeNamespaces: excludeNamespaces})
 			if err != nil {
 				return err
 			}
@@ -90,10 +90,10 @@ would run with; the mode is compiled into the policies.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&policies, "policy", "p", nil, "policy file or directory (repeatable)")
+	flags.Policy(f, &policies, "")
 	f.VarP(output, "output", "o", "yaml or json (a v1 List)")
 	f.BoolVar(&allowGaps, "allow-gaps", false, "emit policies even when they cannot do everything the webhook does, listing what they do not")
-	f.Var(leakMitigation, "leak-mitigation", "on (every policy disk-backed), off (every policy memory-backed) or policy")
-	f.StringArrayVar(&excludeNamespaces, "exclude-namespace", nil, "namespace never mutated, besides kube-system (repeatable; the webhook's own)")
+	flags.LeakMitigation(f, &leakMitigation, "")
+	flags.ExcludeNamespace(f, &excludeNamespaces, "; serve's, such as the webhook's own")
 	return cmd
 }

@@ -175,7 +175,7 @@ func TestCommand(t *testing.T) {
 	t.Run("flags", func(t *testing.T) {
 		for args, want := range map[string]string{
 			"-p x -o xml":                  `must be one of yaml, json, not "xml"`,
-			"-p x --leak-mitigation=maybe": `must be one of on, off, policy, not "maybe"`,
+			"-p x --leak-mitigation=maybe": `invalid argument "maybe" for "--leak-mitigation" flag: must be on, off or policy`,
 			"-o yaml":                      "--policy is required",
 		} {
 			if _, err := run(strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {

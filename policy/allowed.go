@@ -4,16 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
-
-// AddAllowedHostPathFlag defines --allowed-host-path on fs, storing into
-// dirs. serve, validate and dry-run share this one definition, so an
-// offline check refuses exactly the host paths the server refuses.
-func AddAllowedHostPathFlag(fs *pflag.FlagSet, dirs *[]string) {
-	fs.StringSliceVar(dirs, "allowed-host-path", nil, "directory that hostPath assets must lie in; repeatable; a policy with a hostPath outside every one is invalid; default: any path the built-in checks accept")
-}
 
 // CheckAllowedHostPaths checks the directories given to --allowed-host-path:
 // each absolute, clean, not / and not itself a path hostPathRisk refuses.

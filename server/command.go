@@ -26,6 +26,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -53,7 +54,7 @@ type flagValues struct {
 	config             string
 	policies           []string
 	allowEmpty         bool
-	leakMitigation     string
+	leakMitigation     mutate.LeakMitigation
 	leakMitigationFile string
 	certDir            string
 	bindAddress        string
@@ -77,7 +78,7 @@ type flagValues struct {
 // NewCommand returns the `serve` command. Extensions add their flags and
 // adjust the Options before the server starts.
 func NewCommand(exts ...Extension) *cobra.Command {
-	v := &flagValues{}
+	v := &flagValues{leakMitigation: mutate.LeakMitigationPolicy}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the mutating admission webhook for sandbox pods",
@@ -92,8 +93,8 @@ port, and the last good configuration keeps serving.
 
 Every flag can also be set by an environment variable, SANDBOX_WEBHOOK_ and the
 flag name in upper snake case (SANDBOX_WEBHOOK_LEAK_MITIGATION=on; lists are
-comma-separated), or in a YAML --config file whose keys are the long flag names
-(leak-mitigation: "on"; lists as YAML lists). A flag wins over the environment,
+comma-separated, as on the command line), or in a YAML --config file whose keys
+are the long flag names (leak-mitigation: "on"; lists as YAML lists). A flag wins over the environment,
 the environment over the config file.
 
 Health port: /healthz, /readyz (certificate loaded, policies loaded, namespace
@@ -153,9 +154,9 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&v.config, "config", "", "YAML file with defaults for these flags; keys are the long flag names")
-	fs.StringSliceVar(&v.policies, "policy", nil, "policy file, or directory of *.yaml, *.yml and *.json policy files (a mounted ConfigMap); repeatable; reloaded on change")
-	fs.BoolVar(&v.allowEmpty, "allow-empty-policies", false, "accept a policy set with no policy (every pod is admitted unchanged); without it an empty file or a directory without policy files is invalid")
-	fs.StringVar(&v.leakMitigation, "leak-mitigation", "policy", "mode override for every policy: on (disk-backed caches), off (memory) or policy (each policy's own mode)")
+	flags.Policy(fs, &v.policies, "; reloaded on change")
+	flags.AllowEmptyPolicies(fs, &v.allowEmpty)
+	flags.LeakMitigation(fs, &v.leakMitigation, "")
 	fs.StringVar(&v.leakMitigationFile, "leak-mitigation-file", "", "file holding on, off or policy; reloaded on change; wins over --leak-mitigation")
 	fs.StringVar(&v.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded on change")
 	fs.StringVar(&v.bindAddress, "bind-address", "0.0.0.0", "address the webhook listens on")
@@ -163,8 +164,8 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
 	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: in-cluster config, else $KUBECONFIG or ~/.kube/config")
-	policy.AddAllowedHostPathFlag(fs, &v.allowedHostPaths)
-	fs.StringSliceVar(&v.excludeNamespaces, "exclude-namespace", nil, "namespace whose pods are never mutated; repeatable; default: $POD_NAMESPACE when set (kube-system is always excluded)")
+	flags.AllowedHostPath(fs, &v.allowedHostPaths)
+	flags.ExcludeNamespace(fs, &v.excludeNamespaces, "; default: $POD_NAMESPACE when set")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
 	fs.StringVar(&v.maxBufferedBytes, "max-buffered-bytes", "32Mi", "request body bytes held at once, counted before reading; bodies over 64Ki share 3/4 of it; no room within 2s: HTTP 503")
@@ -185,6 +186,7 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	o := Options{
 		PolicyPaths:            v.policies,
 		AllowEmptyPolicies:     v.allowEmpty,
+		LeakMitigation:         v.leakMitigation,
 		LeakMitigationFile:     v.leakMitigationFile,
 		ExcludeNamespaces:      v.excludeNamespaces,
 		AllowedHostPaths:       v.allowedHostPaths,
@@ -201,11 +203,6 @@ func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
 	if err := policy.CheckAllowedHostPaths(v.allowedHostPaths); err != nil {
 		return o, err
 	}
-	lm, ok := mutate.ParseLeakMitigation(v.leakMitigation)
-	if !ok {
-		return o, fmt.Errorf("%s %q: must be on, off or policy", flagSource(fs, "leak-mitigation"), v.leakMitigation)
-	}
-	o.LeakMitigation = lm
 	switch v.tlsMinVersion {
 	case "1.2":
 		o.TLSMinVersion = tls.VersionTLS12
