@@ -48,7 +48,6 @@ type reloader struct {
 	paths    []string
 	load     func(paths ...string) (*policy.Set, error)
 	leakFile string
-	leakFlag mutate.LeakMitigation
 	exclude  []string
 	interval time.Duration
 	target   *atomic.Pointer[admission.Config]
@@ -78,7 +77,6 @@ func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *server
 		paths:    slices.Clone(o.PolicyPaths),
 		load:     allowHostPaths(o.LoadPolicies, slices.Clone(o.AllowedHostPaths)),
 		leakFile: o.LeakMitigationFile,
-		leakFlag: o.LeakMitigation,
 		exclude:  slices.Clone(o.ExcludeNamespaces),
 		interval: o.ReloadInterval,
 		target:   target,
@@ -450,7 +448,7 @@ func readLeakMitigation(path string) (mutate.LeakMitigation, error) {
 	}
 	mode, ok := mutate.ParseLeakMitigation(s)
 	if !ok {
-		return "", fmt.Errorf("%s holds %q; it must hold on, off or policy", path, truncate(s, 64))
+		return "", fmt.Errorf("%s holds %.64q; it must hold on, off or policy", path, s)
 	}
 	return mode, nil
 }
@@ -502,13 +500,6 @@ func policyNames(s *policy.Set) []string {
 		names[i] = p.Name()
 	}
 	return names
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // allowHostPaths makes load refuse a policy set with a hostPath asset

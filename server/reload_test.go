@@ -343,3 +343,30 @@ func oneVersion(patch []byte) error {
 	}
 	return nil
 }
+
+// TestReadLeakMitigation: the file holds on, off or policy around white
+// space; anything else is an error that quotes at most 64 characters of it.
+func TestReadLeakMitigation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leak-mitigation")
+	for content, want := range map[string]string{
+		" on\n":                            "on",
+		"off":                              "off",
+		"policy\n":                         "policy",
+		"\n":                               path + " is empty; it must hold on, off or policy",
+		"sideways\n":                       path + ` holds "sideways"; it must hold on, off or policy`,
+		strings.Repeat("é", 65):            path + ` holds "` + strings.Repeat("é", 64) + `"; it must hold on, off or policy`,
+		"on\x00" + strings.Repeat("x", 99): path + ` holds "on\x00` + strings.Repeat("x", 61) + `"; it must hold on, off or policy`,
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mode, err := readLeakMitigation(path)
+		got := string(mode)
+		if err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("%q: %s, want %s", content, got, want)
+		}
+	}
+}
