@@ -127,7 +127,7 @@ func (h *Handler) serveGeneral(w http.ResponseWriter, r *http.Request, hook *cra
 	// API server cannot parse: it fails the call and failurePolicy decides
 	// (Ignore would admit the pod). Those are answered here instead.
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		h.rejectBody(w, log, "", fmt.Errorf("content type %q, expected application/json", truncateString(ct, 64)))
+		h.rejectBody(w, log, "", fmt.Errorf("content type %.64q, expected application/json", ct))
 		return
 	}
 	uid, err := checkReviewType(body)
@@ -207,8 +207,8 @@ func checkReviewType(body []byte) (uid types.UID, err error) {
 	}
 	if head.Kind != "AdmissionReview" ||
 		(head.APIVersion != admissionv1.SchemeGroupVersion.String() && head.APIVersion != "admission.k8s.io/v1beta1") {
-		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %q kind %q",
-			truncateString(head.APIVersion, 64), truncateString(head.Kind, 64))
+		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %.64q kind %.64q",
+			head.APIVersion, head.Kind)
 	}
 	return uid, nil
 }
@@ -221,13 +221,6 @@ func writeErrored(w http.ResponseWriter, uid types.UID, err error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: &resp.AdmissionResponse,
 	})
-}
-
-func truncateString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // Handle answers one admission request. Only the CREATE of a Pod is mutated;

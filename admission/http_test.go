@@ -35,6 +35,7 @@ func TestBadReviews(t *testing.T) {
 		{"wrong apiVersion of review", strings.Replace(valid, `"admission.k8s.io/v1"`, `"admission.k8s.io/v2"`, 1), 400, "admission.k8s.io/v2"},
 		{"review without request", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400, "no request"},
 		{"empty JSON object", `{}`, 400, `got apiVersion "" kind ""`},
+		{"long kind of review", `{"kind":"` + strings.Repeat("K", 100) + `"}`, 400, `kind "` + strings.Repeat("K", 64) + `"`},
 		{"JSON array", `[1, 2]`, 400, "cannot unmarshal array"},
 		{"request without object", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"sandboxes"}}`, 400, "carries no object"},
 		{"object is a string", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"sandboxes","object":"pod"}}`, 400, "decoding the pod"},
