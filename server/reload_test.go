@@ -370,3 +370,27 @@ func TestReadLeakMitigation(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprintIsWhatTheLoaderReads: the reloader's fingerprint changes
+// with the files policy.Load reads (policy.Files) and with nothing else in
+// the directory.
+func TestFingerprintIsWhatTheLoaderReads(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) { writeFile(t, filepath.Join(dir, name), content) }
+	write("a.yaml", "a")
+	fp := fingerprint([]string{dir})
+	for _, name := range []string{"notes.txt", ".hidden.yaml", "sub/b.yaml", "a.yaml.bak"} {
+		write(name, "not read")
+		if got := fingerprint([]string{dir}); got != fp {
+			t.Errorf("writing %s, which the loader does not read, changed the fingerprint", name)
+		}
+	}
+	for _, name := range []string{"a.yaml", "c.JSON", "d.yml"} {
+		write(name, "read")
+		got := fingerprint([]string{dir})
+		if got == fp {
+			t.Errorf("writing %s, which the loader reads, left the fingerprint", name)
+		}
+		fp = got
+	}
+}
