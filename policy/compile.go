@@ -14,18 +14,9 @@ import (
 // hashLen is the length of Policy.Hash and Set.Hash in hex characters.
 const hashLen = 12
 
-// Compile defaults and validates sp and compiles what the mutation core
+// compile defaults and validates sp and compiles what the mutation core
 // needs (selectors, quantities, the content hash). source is recorded in
-// Policy.Source and names sp in errors. sp is not modified. On failure the
-// error is an *Error.
-func Compile(source string, sp SandboxPolicy) (*Policy, error) {
-	p, errs := compile(source, sp)
-	if len(errs) > 0 {
-		return nil, &Error{Problems: problemsOf(source, sp.Metadata.Name, errs)}
-	}
-	return p, nil
-}
-
+// Policy.Source. sp is not modified.
 func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 	// A JSON round trip deep-copies sp, so defaulting cannot write into
 	// the caller's slices.

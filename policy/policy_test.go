@@ -344,6 +344,13 @@ metadata: {name: uv}
 	}
 }
 
+// compileTyped compiles a policy written in Go, with the errors Parse gives
+// for a document.
+func compileTyped(source string, sp SandboxPolicy) (*Policy, error) {
+	p, errs := compile(source, sp)
+	return p, asError(problemsOf(source, sp.Metadata.Name, errs))
+}
+
 func TestCompile(t *testing.T) {
 	sp := SandboxPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
@@ -353,7 +360,7 @@ func TestCompile(t *testing.T) {
 			Env:   []EnvVar{{Name: "UV_LINK_MODE", Value: "copy"}},
 		},
 	}
-	p, err := Compile("in-go.go", sp)
+	p, err := compileTyped("in-go.go", sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,12 +368,12 @@ func TestCompile(t *testing.T) {
 		t.Errorf("compiled %+v", p)
 	}
 	if sp.Spec.Env[0].OnConflict != "" {
-		t.Error("Compile wrote defaults into its argument")
+		t.Error("compile wrote defaults into its argument")
 	}
 
 	sp.Kind = ""
 	sp.Spec.Env[0].Name = "UV LINK MODE"
-	_, err = Compile("in-go.go", sp)
+	_, err = compileTyped("in-go.go", sp)
 	want := `in-go.go (in-go): kind: Required value: must be "SandboxPolicy"
 in-go.go (in-go): spec.env[0].name: Invalid value: "UV LINK MODE": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')`
 	if err == nil || err.Error() != want {
@@ -377,7 +384,7 @@ in-go.go (in-go): spec.env[0].name: Invalid value: "UV LINK MODE": a valid envir
 func TestNewSetOrder(t *testing.T) {
 	var ps []*Policy
 	for _, name := range []string{"c", "a", "b"} {
-		p, err := Compile(name+".yaml", SandboxPolicy{
+		p, err := compileTyped(name+".yaml", SandboxPolicy{
 			TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 			Metadata: Metadata{Name: name},
 			Spec:     Spec{Match: Match{Namespaces: []string{"*"}}, Mode: ModeDisk},

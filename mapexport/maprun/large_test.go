@@ -42,7 +42,11 @@ func TestLargePod(t *testing.T) {
 		}
 		pod = canonical(t, pod)
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Labels: map[string]string{"kubernetes.io/metadata.name": "sandboxes"}}}
-		got, err := Apply(context.Background(), exported, pod, ns)
+		c, err := Compile(exported)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		got, err := c.Run(context.Background(), pod, ns)
 		if err != nil {
 			t.Fatalf("%s: %v", src, err)
 		}

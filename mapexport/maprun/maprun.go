@@ -102,16 +102,6 @@ func Compile(exported []mapexport.Exported) (*Compiled, error) {
 	return c, nil
 }
 
-// Apply compiles exported policies and runs them on a pod CREATE; see
-// Compiled.Run.
-func Apply(ctx context.Context, exported []mapexport.Exported, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
-	c, err := Compile(exported)
-	if err != nil {
-		return nil, err
-	}
-	return c.Run(ctx, pod, ns)
-}
-
 // Run runs the policies, in order, on a pod CREATE in namespace ns, as the
 // apiserver does: what it would store, before its defaulting and
 // validation. The pod is not modified.
