@@ -41,8 +41,8 @@ type policyTest struct {
 	// see; a namespace not in it has only its kubernetes.io/metadata.name.
 	Namespaces string `json:"namespaces,omitempty"`
 	// LeakMitigation is on, off or policy (default), as --leak-mitigation.
-	LeakMitigation string     `json:"leakMitigation,omitempty"`
-	Cases          []testCase `json:"cases"`
+	LeakMitigation mutate.LeakMitigation `json:"leakMitigation,omitempty"`
+	Cases          []testCase            `json:"cases"`
 }
 
 type testCase struct {
@@ -179,7 +179,7 @@ func loadTest(path string) (*policyTest, error) {
 	if len(t.Policies) == 0 {
 		problems = append(problems, "policies: list at least one policy file or directory")
 	}
-	if _, ok := mutate.ParseLeakMitigation(t.LeakMitigation); !ok {
+	if _, ok := mutate.ParseLeakMitigation(string(t.LeakMitigation)); !ok {
 		problems = append(problems, fmt.Sprintf("leakMitigation: must be on, off or policy, not %q", t.LeakMitigation))
 	}
 	if len(t.Cases) == 0 {
@@ -232,8 +232,7 @@ func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
 			return 0, 0, err
 		}
 	}
-	lm, _ := mutate.ParseLeakMitigation(t.LeakMitigation)
-	opts := mutate.Options{LeakMitigation: lm}
+	opts := mutate.Options{LeakMitigation: t.LeakMitigation} // validated; "" is policy
 	name := t.Metadata.Name
 	if name == "" {
 		name = path
