@@ -267,8 +267,11 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if !p.result.Changed {
 		return p, nil
 	}
-	ops, err := mutate.Patch(raw, pod, p.result.Pod)
+	ops, err := mutate.Patch(obj.patchBase(raw, pod), pod, p.result.Pod)
 	if err != nil {
+		return nil, err
+	}
+	if ops, err = genericOps(ops); err != nil {
 		return nil, err
 	}
 	opsJSON, err := json.Marshal(ops)

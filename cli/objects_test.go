@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// TestPatchBase: for pods and workloads as kubectl get -o yaml prints them
+// (the apiserver's typed encoding), patchBase hands mutate.Patch the typed
+// encoding, and the patch is the one diffing the object's own JSON gives,
+// for every corpus pod under every example policy set.
+func TestPatchBase(t *testing.T) {
+	files, err := filepath.Glob(golden.Path("testdata/pods/*.yaml"))
+	if err != nil || len(files) < 20 {
+		t.Fatalf("corpus pods: %v, %d files", err, len(files))
+	}
+	changed := 0
+	for _, dir := range []string{"memory", "disk", "fleet"} {
+		set, err := policy.Load(golden.Path("examples/policies/" + dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pod corev1.Pod
+			if err := yaml.Unmarshal(b, &pod); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			pod.Namespace = "sandboxes"
+			deploy := &appsv1.Deployment{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+				ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "sandboxes"},
+				Spec:       appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}},
+			}
+			for _, obj := range []any{&pod, deploy} {
+				text, err := yaml.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := parseYAML(position{source: f}, text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := classify(v.(map[string]any))
+				raw, err := o.podJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := &corev1.Pod{}
+				if err := json.Unmarshal(raw, in); err != nil {
+					t.Fatal(err)
+				}
+				ns := mutate.Namespace{Name: "sandboxes", Labels: map[string]string{"kubernetes.io/metadata.name": "sandboxes"}}
+				r := mutate.Pod(in, ns, set, mutate.Options{})
+				base := o.patchBase(raw, in)
+				if bytes.Equal(base, raw) {
+					t.Errorf("%s %s (%s): patchBase kept the object's own JSON, not the typed encoding", dir, f, o.doc["kind"])
+				}
+				if !r.Changed {
+					continue
+				}
+				want, err := mutate.Patch(raw, in, r.Pod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := mutate.Patch(base, in, r.Pod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err = genericOps(got); err != nil {
+					t.Fatal(err)
+				}
+				wantJSON, _ := json.Marshal(want)
+				gotJSON, _ := json.Marshal(got)
+				if !bytes.Equal(gotJSON, wantJSON) {
+					t.Errorf("%s %s (%s): patch\n%s\nwant\n%s", dir, f, o.doc["kind"], gotJSON, wantJSON)
+				}
+				if len(want) > 0 {
+					changed++
+				}
+			}
+		}
+	}
+	if changed < 40 {
+		t.Errorf("only %d objects changed: the comparison proves little", changed)
+	}
+}
