@@ -175,6 +175,7 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 		summary:     newFleetSummary(set),
 		progress:    newProgress(streams.ErrOut, o.output == "summary"),
 	}
+	defer tuneGC()()
 	err = p.readAll(files, streams.In)
 	if err == nil {
 		err = p.finish(errOut)
