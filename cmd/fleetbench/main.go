@@ -30,6 +30,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
@@ -43,14 +44,15 @@ func main() {
 	formats := flag.String("formats", "yaml,json,patch,summary,yaml --check", "comma-separated output formats; \"F --check\" adds --check")
 	out := flag.String("out", "", "write the Markdown report here as well as to stdout")
 	keep := flag.String("keep", "", "write the generated inputs into this directory and keep them")
+	shapes := flag.String("shapes", "corpus,kubectl", "comma-separated input shapes: corpus (the objects as the apiserver sends them to the webhook, managedFields included), kubectl (as kubectl get -o yaml prints them: no managedFields, pods with a running status)")
 	flag.Parse()
-	if err := run(*binary, *sizes, *formats, *out, *keep); err != nil {
+	if err := run(*binary, *sizes, *formats, *shapes, *out, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary, sizes, formats, out, keep string) error {
+func run(binary, sizes, formats, shapes, out, keep string) error {
 	dir := keep
 	if dir == "" {
 		d, err := os.MkdirTemp("", "fleetbench")
@@ -67,15 +69,33 @@ func run(binary, sizes, formats, out, keep string) error {
 	}
 	var report bytes.Buffer
 	fmt.Fprintf(&report, "## dry-run at fleet scale (go run ./cmd/fleetbench)\n\n")
-	fmt.Fprintf(&report, "A List of pods and workloads in the benchmark corpus's shapes (85%% typical sandbox pods, 5%% large, 5%% non-matching, 5%% Deployments and Jobs), the seed policy. The admission handler's CPU per review in the same run: %s (the target is CPU per object within 5x of it).\n\n", fmtDur(handlerCPU))
-	fmt.Fprintf(&report, "| objects | input | output | wall | CPU | CPU/object | x handler | peak RSS |\n|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&report, "A List of pods and workloads in the benchmark corpus's shapes (85%% typical sandbox pods, 5%% large, 5%% non-matching, 5%% Deployments and Jobs), the seed policy. Shape corpus: the objects as the apiserver sends them to the webhook, managedFields included; shape kubectl: as kubectl get -o yaml prints them, without managedFields, pods with a running status. The admission handler's CPU per review in the same run: %s (the target is CPU per object within 5x of it).\n\n", fmtDur(handlerCPU))
+	fmt.Fprintf(&report, "| objects | shape | input | per object | output | wall | CPU | CPU/object | x handler | peak RSS |\n|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, shape := range strings.Split(shapes, ",") {
+		if shape != "corpus" && shape != "kubectl" {
+			return fmt.Errorf("--shapes: %q is not corpus or kubectl", shape)
+		}
+		if err := runShape(&report, binary, sizes, formats, shape, dir, policies, handlerCPU); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(&report, "\nKyverno CLI 1.19.1 (`kyverno apply`, measured on the same machine class): the seed policy on 25 pods took 1.6 s of CPU and 275 MB peak RSS.\n")
+	os.Stdout.Write(report.Bytes())
+	if out != "" {
+		return os.WriteFile(out, report.Bytes(), 0o644)
+	}
+	return nil
+}
+
+// runShape measures every size and format on inputs of one shape.
+func runShape(report *bytes.Buffer, binary, sizes, formats, shape, dir, policies string, handlerCPU time.Duration) error {
 	for _, s := range strings.Split(sizes, ",") {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil {
 			return fmt.Errorf("--objects %q: %w", s, err)
 		}
-		input := filepath.Join(dir, fmt.Sprintf("fleet-%d.yaml", n))
-		size, err := writeFleet(input, n)
+		input := filepath.Join(dir, fmt.Sprintf("fleet-%s-%d.yaml", shape, n))
+		size, err := writeFleet(input, n, shape == "kubectl")
 		if err != nil {
 			return err
 		}
@@ -88,15 +108,10 @@ func run(binary, sizes, formats, out, keep string) error {
 				return fmt.Errorf("%s %s: %w", binary, strings.Join(args, " "), err)
 			}
 			perObj := m.cpu / time.Duration(n)
-			fmt.Fprintf(&report, "| %d | %.1f MB | %s | %.2f s | %.2f s | %s | %.1f | %.0f MiB |\n",
-				n, float64(size)/1e6, f, m.wall.Seconds(), m.cpu.Seconds(), fmtDur(perObj),
+			fmt.Fprintf(report, "| %d | %s | %.1f MB | %.1f KB | %s | %.2f s | %.2f s | %s | %.1f | %.0f MiB |\n",
+				n, shape, float64(size)/1e6, float64(size)/float64(n)/1e3, f, m.wall.Seconds(), m.cpu.Seconds(), fmtDur(perObj),
 				float64(perObj)/float64(handlerCPU), float64(m.maxRSS)/(1<<20))
 		}
-	}
-	fmt.Fprintf(&report, "\nKyverno CLI 1.19.1 (`kyverno apply`, measured on the same machine class): the seed policy on 25 pods took 1.6 s of CPU and 275 MB peak RSS.\n")
-	os.Stdout.Write(report.Bytes())
-	if out != "" {
-		return os.WriteFile(out, report.Bytes(), 0o644)
 	}
 	return nil
 }
@@ -142,9 +157,10 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 // writeFleet writes a v1 List of n objects as kubectl get -o yaml does and
-// returns its size in bytes. The bufio.Writer keeps the first write error,
+// returns its size in bytes; asKubectl gives the objects the shape kubectl
+// prints (see kubectlShape). The bufio.Writer keeps the first write error,
 // which Flush returns.
-func writeFleet(path string, n int) (int64, error) {
+func writeFleet(path string, n int, asKubectl bool) (int64, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, err
@@ -174,6 +190,9 @@ func writeFleet(path string, n int) (int64, error) {
 			p.Labels["session"] = fmt.Sprintf("session-%05d", i)
 			obj = p
 		}
+		if asKubectl {
+			kubectlShape(obj, i)
+		}
 		b, err := yaml.Marshal(obj)
 		if err != nil {
 			return 0, err
@@ -198,6 +217,48 @@ func writeFleet(path string, n int) (int64, error) {
 	}
 	return st.Size(), nil
 }
+
+// kubectlShape makes obj what kubectl get -o yaml prints of a stored
+// object: kubectl leaves managedFields out unless --show-managed-fields, the
+// apiserver adds uid, resourceVersion and creationTimestamp, and a
+// scheduled pod has a status.
+func kubectlShape(obj any, i int) {
+	created := metav1.NewTime(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	meta := func(m *metav1.ObjectMeta) {
+		m.ManagedFields = nil
+		m.UID = types.UID(fmt.Sprintf("6f1c2a9e-4b7d-4e0a-9c3f-%012d", i))
+		m.ResourceVersion = fmt.Sprint(1000000 + i)
+		m.CreationTimestamp = created
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		meta(&o.ObjectMeta)
+		o.Spec.NodeName = fmt.Sprintf("node-%03d", i%200)
+		o.Status = corev1.PodStatus{
+			Phase:     corev1.PodRunning,
+			HostIP:    "10.0.3.17",
+			PodIP:     fmt.Sprintf("10.244.%d.%d", i/250%256, i%250+2),
+			QOSClass:  corev1.PodQOSBurstable,
+			StartTime: &created,
+		}
+		for _, c := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+			o.Status.Conditions = append(o.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: created})
+		}
+		for _, c := range o.Spec.Containers {
+			o.Status.ContainerStatuses = append(o.Status.ContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, ImageID: c.Image + "@sha256:" + strings.Repeat("3f", 32),
+				ContainerID: "containerd://" + strings.Repeat("9a", 32), Ready: true, Started: ptr(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: created}},
+			})
+		}
+	case *appsv1.Deployment:
+		meta(&o.ObjectMeta)
+	case *batchv1.Job:
+		meta(&o.ObjectMeta)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func template(pod *corev1.Pod) corev1.PodTemplateSpec {
 	p := pod.DeepCopy()
