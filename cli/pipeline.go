@@ -338,6 +338,7 @@ type yamlOutput struct {
 	docs  int
 	items int
 	after map[string]any
+	block blockYAML
 }
 
 func (y *yamlOutput) writer() io.Writer { return y.w }
@@ -351,6 +352,10 @@ func (y *yamlOutput) separate() {
 
 func (y *yamlOutput) object(doc map[string]any) error {
 	y.separate()
+	if y.block.document(doc) {
+		_, err := y.w.Write(y.block.buf)
+		return err
+	}
 	return y.marshal(doc)
 }
 
@@ -380,6 +385,11 @@ func (y *yamlOutput) listItem(item any) error {
 		_, _ = y.w.WriteString(itemsKey)
 	}
 	y.items++
+	y.block.buf = y.block.buf[:0]
+	if y.block.sequence([]any{item}, 0) {
+		_, err := y.w.Write(y.block.buf)
+		return err
+	}
 	b, err := marshalYAML(map[string]any{"items": []any{item}})
 	if err != nil {
 		return err
