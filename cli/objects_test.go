@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -33,14 +32,12 @@ func TestPatchBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			rel, err := filepath.Rel(golden.Root(), f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pod corev1.Pod
-			if err := yaml.Unmarshal(b, &pod); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
+			_, decoded := golden.Pod(t, rel)
+			pod := *decoded
 			pod.Namespace = "sandboxes"
 			deploy := &appsv1.Deployment{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

@@ -36,12 +36,12 @@ func TestMarshalYAMLEquivalence(t *testing.T) {
 	}
 }
 
-// yamlValues are the corpus's documents, as dry-run decodes them, and values
-// where JSON and YAML disagree most.
-func yamlValues(t *testing.T) []any {
+// corpusDocs returns the YAML documents of the repository's files that
+// match patterns.
+func corpusDocs(t *testing.T, patterns ...string) [][]byte {
 	t.Helper()
-	var values []any
-	for _, pattern := range []string{"testdata/pods/*.yaml", "testdata/golden/*/*.yaml", "testdata/cli/*.yaml", "examples/pods/*.yaml"} {
+	var docs [][]byte
+	for _, pattern := range patterns {
 		files, err := filepath.Glob(golden.Path(pattern))
 		if err != nil {
 			t.Fatal(err)
@@ -51,18 +51,27 @@ func yamlValues(t *testing.T) []any {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, doc := range bytes.Split(b, []byte("\n---\n")) {
-				js, err := yaml.YAMLToJSON(doc)
-				if err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				var v any
-				if err := json.Unmarshal(js, &v); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				values = append(values, v)
-			}
+			docs = append(docs, bytes.Split(b, []byte("\n---\n"))...)
 		}
+	}
+	return docs
+}
+
+// yamlValues are the corpus's documents, as dry-run decodes them, and values
+// where JSON and YAML disagree most.
+func yamlValues(t *testing.T) []any {
+	t.Helper()
+	var values []any
+	for _, doc := range corpusDocs(t, "testdata/pods/*.yaml", "testdata/golden/*/*.yaml", "testdata/cli/*.yaml", "examples/pods/*.yaml") {
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		values = append(values, v)
 	}
 	if len(values) < 50 {
 		t.Fatalf("only %d documents found", len(values))
@@ -154,20 +163,7 @@ func TestBlockYAMLEquivalence(t *testing.T) {
 // document of the corpus and for the keys, numbers and strings where YAML
 // and JSON disagree most.
 func TestParseYAMLEquivalence(t *testing.T) {
-	var docs [][]byte
-	for _, pattern := range []string{"testdata/pods/*.yaml", "testdata/golden/*/*.yaml", "testdata/cli/*.yaml", "testdata/policies/*.yaml", "examples/pods/*.yaml", "examples/policies/*/*.yaml", "policy/testdata/*.yaml"} {
-		files, err := filepath.Glob(golden.Path(pattern))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, bytes.Split(b, []byte("\n---\n"))...)
-		}
-	}
+	docs := corpusDocs(t, "testdata/pods/*.yaml", "testdata/golden/*/*.yaml", "testdata/cli/*.yaml", "testdata/policies/*.yaml", "examples/pods/*.yaml", "examples/policies/*/*.yaml", "policy/testdata/*.yaml")
 	if len(docs) < 100 {
 		t.Fatalf("only %d documents found", len(docs))
 	}
