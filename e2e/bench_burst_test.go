@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -296,7 +297,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	})
 
 	ensureNamespace(t, ns, map[string]string{instanceLabel: release})
-	mwc, err := harness.RenderWebhookConfiguration(ctx, suite.root, harness.ConfigOptions{
+	mwc, err := chart.RenderWebhookConfiguration(ctx, suite.root, chart.ConfigOptions{
 		Release:           release,
 		Namespace:         release + "-system",
 		URL:               "https://" + addr + "/mutate-v1-pod",
@@ -306,7 +307,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := harness.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
+	if err := chart.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

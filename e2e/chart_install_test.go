@@ -51,6 +51,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 )
 
 // The chart's certificate modes (values: certificates.mode).
@@ -355,7 +356,7 @@ func installChart(t *testing.T, release string, values map[string]any) *chartRel
 
 	helmLog := &lockedBuffer{}
 	cfg := helmConfig(t, r.namespace, helmLog)
-	chrt, err := loader.Load(filepath.Join(suite.root, harness.ChartDir))
+	chrt, err := loader.Load(filepath.Join(suite.root, chart.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}

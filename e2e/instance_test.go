@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 )
 
 const (
@@ -141,7 +142,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		}
 	})
 
-	in.mwc, err = harness.RenderWebhookConfiguration(ctx, suite.root, harness.ConfigOptions{
+	in.mwc, err = chart.RenderWebhookConfiguration(ctx, suite.root, chart.ConfigOptions{
 		Release:           name,
 		Namespace:         in.ownNamespace,
 		URL:               in.webhook.URL(),
@@ -169,7 +170,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 // install creates or replaces the instance's webhook configuration.
 func (in *instance) install(t *testing.T, mwc *admissionregistrationv1.MutatingWebhookConfiguration) {
 	t.Helper()
-	if err := harness.InstallWebhookConfiguration(t.Context(), suite.cs, mwc); err != nil {
+	if err := chart.InstallWebhookConfiguration(t.Context(), suite.cs, mwc); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 )
 
 // seriesList is the list of the metric names the chart's PrometheusRule and
@@ -71,7 +71,7 @@ func TestExprMetrics(t *testing.T) {
 // dashboard query variable.
 func renderedQueries(t *testing.T) []string {
 	t.Helper()
-	manifest, err := harness.RenderManifest(t.Context(), suite.root, "monitoring", "monitoring-system", map[string]any{
+	manifest, err := chart.RenderManifest(t.Context(), suite.root, "monitoring", "monitoring-system", map[string]any{
 		"prometheusRule":   map[string]any{"enabled": true},
 		"grafanaDashboard": map[string]any{"enabled": true},
 	})

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -178,7 +179,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	done.ok()
 
 	done = newStep(out, "Installing the chart's MutatingWebhookConfiguration (webhook.url → the local process)")
-	mwc, err := harness.RenderWebhookConfiguration(ctx, root, harness.ConfigOptions{
+	mwc, err := chart.RenderWebhookConfiguration(ctx, root, chart.ConfigOptions{
 		Release:   "sandbox-webhook",
 		Namespace: ownNamespace,
 		URL:       wh.URL(),
@@ -187,7 +188,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return done.fail(err)
 	}
-	if err := harness.InstallWebhookConfiguration(ctx, cs, mwc); err != nil {
+	if err := chart.InstallWebhookConfiguration(ctx, cs, mwc); err != nil {
 		return done.fail(err)
 	}
 	probe := &corev1.Pod{

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 )
 
 const (
@@ -260,7 +261,7 @@ func startWebhook(ctx context.Context, binary, kubeconfig, dir, ns, leakMitigati
 	if suite.webhookOff {
 		return stop, nil
 	}
-	mwc, err := harness.RenderWebhookConfiguration(ctx, suite.root, harness.ConfigOptions{
+	mwc, err := chart.RenderWebhookConfiguration(ctx, suite.root, chart.ConfigOptions{
 		Release:           ns,
 		Namespace:         ns + "-system",
 		URL:               w.URL(),
@@ -270,7 +271,7 @@ func startWebhook(ctx context.Context, binary, kubeconfig, dir, ns, leakMitigati
 	if err != nil {
 		return stop, err
 	}
-	if err := harness.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
+	if err := chart.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
 		return stop, err
 	}
 	return stop, harness.WaitMutating(ctx, suite.cs, sandboxPod(ns, "probe", "sleep 1"), true)

@@ -1,4 +1,4 @@
-package harness
+package chart
 
 import (
 	"slices"
@@ -6,12 +6,14 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
 // The e2e suite and the demo install the chart's own configuration with
 // webhook.url; check that the values they pass land where they must.
 func TestRenderWebhookConfiguration(t *testing.T) {
-	root, err := RepoRoot(".")
+	root, err := harness.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

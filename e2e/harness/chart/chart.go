@@ -1,4 +1,9 @@
-package harness
+// Package chart renders the Helm chart (charts/sandbox-webhook) with the Helm
+// SDK for the e2e suite, the demo and the node e2e: the MutatingWebhookConfiguration
+// that points the apiserver at a local webhook process, or the whole manifest.
+// It is apart from package harness so that what only starts processes (the
+// load generator) does not link the Helm SDK.
+package chart
 
 import (
 	"bytes"
@@ -21,14 +26,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
-// ChartDir is the chart's directory relative to the repository root.
-const ChartDir = "charts/sandbox-webhook"
-
-// KubeVersion is the Kubernetes version the chart is rendered for: the one
-// e2e/tools pins for the control plane.
-const KubeVersion = "v1.36.3"
+// Dir is the chart's directory relative to the repository root.
+const Dir = "charts/sandbox-webhook"
 
 // ConfigOptions are the chart values that point a MutatingWebhookConfiguration
 // at a webhook process running outside the cluster.
@@ -51,7 +54,7 @@ type ConfigOptions struct {
 	Values map[string]any
 }
 
-// RenderWebhookConfiguration renders the chart at root/ChartDir with the Helm
+// RenderWebhookConfiguration renders the chart at root/Dir with the Helm
 // SDK, as `helm template` would, and returns its MutatingWebhookConfiguration.
 // The chart's certificates are not used: the process has its own
 // (certificates.mode=existingSecret with the given caBundle).
@@ -119,11 +122,11 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 	return found[0], nil
 }
 
-// RenderManifest renders the chart at root/ChartDir with the Helm SDK, as
+// RenderManifest renders the chart at root/Dir with the Helm SDK, as
 // `helm template` would, for release in namespace with vals (merged over
 // values.yaml), and returns the manifest.
 func RenderManifest(ctx context.Context, root, release, namespace string, vals map[string]any) (string, error) {
-	chrt, err := loader.Load(filepath.Join(root, ChartDir))
+	chrt, err := loader.Load(filepath.Join(root, Dir))
 	if err != nil {
 		return "", fmt.Errorf("loading the chart: %w", err)
 	}
@@ -132,7 +135,7 @@ func RenderManifest(ctx context.Context, root, release, namespace string, vals m
 	install.Replace = true
 	install.ReleaseName = release
 	install.Namespace = namespace
-	kv, err := common.ParseKubeVersion(KubeVersion)
+	kv, err := common.ParseKubeVersion(harness.KubeVersion)
 	if err != nil {
 		return "", err
 	}
