@@ -68,13 +68,13 @@ bench: build build-server tools ## Run the benchmarks (core vs floor, server loa
 	@mkdir -p $(BENCH_OUT)
 	@echo "[bench] 1/4 go test -bench (every package; the handler against its floor)"
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
-	go run ./cmd/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
-	@echo "[bench] 2/4 cmd/loadgen: the serve process and the floor under load, and start-up"
-	go run ./cmd/loadgen --binary $(BIN)/sandbox-webhook-server --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
+	go run ./hack/bench/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
+	@echo "[bench] 2/4 hack/bench/loadgen: the serve process and the floor under load, and start-up"
+	go run ./hack/bench/loadgen --binary $(BIN)/sandbox-webhook-server --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
 	@echo "[bench] 3/4 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
 	BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m ./e2e/
-	@echo "[bench] 4/4 cmd/fleetbench: dry-run on Lists of 1,000 and 10,000 pods and workloads, per output format"
-	go run ./cmd/fleetbench --binary $(BIN)/sandbox-webhook --out $(BENCH_OUT)/fleet.md > /dev/null
+	@echo "[bench] 4/4 hack/bench/fleetbench: dry-run on Lists of 1,000 and 10,000 pods and workloads, per output format"
+	go run ./hack/bench/fleetbench --binary $(BIN)/sandbox-webhook --out $(BENCH_OUT)/fleet.md > /dev/null
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
 	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./admission)"; echo; cat $(BENCH_OUT)/core.md; \

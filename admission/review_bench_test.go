@@ -28,7 +28,7 @@ import (
 // controller-runtime's admission webhook with a handler that answers
 // "allowed" and nothing else, i.e. only decoding the review and encoding a
 // fixed answer). Each pair runs in the same process one after the other, so
-// handler/floor is a ratio that survives a noisy machine; cmd/benchratio
+// handler/floor is a ratio that survives a noisy machine; hack/bench/benchratio
 // computes it from the output.
 //
 // Pods: a typical sandbox pod (about 5 KB), a large one (hundreds of env vars

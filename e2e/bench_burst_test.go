@@ -38,7 +38,7 @@ var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
 //
 //   - webhook: selected by sandbox-webhook with the seed policy;
 //   - floor: selected by a webhook configuration pointing at the floor
-//     server of cmd/loadgen (TLS, reads the review, answers "allowed" with
+//     server of hack/bench/loadgen (TLS, reads the review, answers "allowed" with
 //     no patch): the cost of calling any webhook;
 //   - patch-floor: the same floor server answering every review with the
 //     JSONPatch sandbox-webhook makes of the burst's pod (floor --patch):
@@ -104,7 +104,7 @@ func TestBurstBench(t *testing.T) {
 		"kube-apiserver %s and etcd on loopback, the webhook and the floor each a local process, client-go in the test "+
 		"(race detector %v), %d CPUs, GOMAXPROCS=%d, %s. Every create of a burst starts at once and is timed on its own; "+
 		"each measured burst follows a warm-up burst of the same size in the same namespace; rounds rotate the order. "+
-		"*floor* is a webhook that answers every review \"allowed\" with no patch (cmd/loadgen/floor); "+
+		"*floor* is a webhook that answers every review \"allowed\" with no patch (hack/bench/loadgen/floor); "+
 		"*patch-floor* is the same server answering with the patch sandbox-webhook makes of the burst's pod (floor --patch), "+
 		"so that webhook / patch-floor is what this webhook's own work adds; *none* is no webhook.\n",
 		harness.KubeVersion, raceEnabled, runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
@@ -252,7 +252,7 @@ func benchComparable(pod *corev1.Pod) map[string]any {
 	return comparable(p)
 }
 
-// benchStartFloor builds and starts cmd/loadgen/floor with its own serving
+// benchStartFloor builds and starts hack/bench/loadgen/floor with its own serving
 // certificate (with --patch patchFile unless that is ""), points a webhook
 // configuration (the chart's, scoped to ns) at it, waits until the
 // apiserver calls it and returns the webhook's name and the floor's process
@@ -262,7 +262,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	ctx := t.Context()
 	dir := t.TempDir()
 	floor := filepath.Join(dir, "floor")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", floor, "./cmd/loadgen/floor")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", floor, "./hack/bench/loadgen/floor")
 	build.Dir = suite.root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the floor server: %v\n%s", err, out)

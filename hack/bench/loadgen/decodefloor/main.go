@@ -1,4 +1,4 @@
-// Command decodefloor is the second baseline cmd/loadgen measures the
+// Command decodefloor is the second baseline hack/bench/loadgen measures the
 // webhook against: a controller-runtime admission webhook that decodes each
 // AdmissionReview and answers "allowed", doing nothing else (the floor of
 // admission's BenchmarkReview, served). Same certificate and TLS settings
@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cmd/loadgen/internal/floorserver"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/loadgen/internal/floorserver"
 )
 
 func main() {

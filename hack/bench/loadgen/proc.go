@@ -223,10 +223,10 @@ func (w webhookProcess) run(ctx context.Context, name string, poll time.Duration
 	}
 }
 
-// buildFloors compiles the floor servers (cmd/loadgen/floor and
-// cmd/loadgen/decodefloor) into dir.
+// buildFloors compiles the floor servers (hack/bench/loadgen/floor and
+// hack/bench/loadgen/decodefloor) into dir.
 func buildFloors(ctx context.Context, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/", "./cmd/loadgen/floor", "./cmd/loadgen/decodefloor")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/", "./hack/bench/loadgen/floor", "./hack/bench/loadgen/decodefloor")
 	cmd.Dir = benchdata.Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

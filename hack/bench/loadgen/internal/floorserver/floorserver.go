@@ -1,4 +1,4 @@
-// Package floorserver runs the load baselines cmd/loadgen measures the webhook
+// Package floorserver runs the load baselines hack/bench/loadgen measures the webhook
 // against: a TLS server with the webhook's certificate and TLS settings
 // (TLS 1.3, HTTP/1.1 only, keep-alive) in front of a given handler. It uses
 // the standard library alone, so a floor that adds nothing else measures the

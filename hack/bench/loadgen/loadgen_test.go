@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,23 @@ func TestReportRatios(t *testing.T) {
 	r.write(&b)
 	if want := "| 100 | 0.25× | 4.00× | 8.00× | 0.50× | 2.00× | 2.00× |"; !strings.Contains(b.String(), want) {
 		t.Errorf("no summary row %q in:\n%s", want, b.String())
+	}
+}
+
+// TestNoHelm: the load generator starts processes through e2e/harness, which
+// must not link the Helm SDK (chart rendering is e2e/harness/chart's).
+func TestNoHelm(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/sandbox-webhook/sandbox-webhook/e2e/harness") {
+		t.Fatal("the load generator no longer links e2e/harness: this test proves nothing")
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "helm.sh/") {
+			t.Errorf("the load generator links %s", p)
+		}
 	}
 }

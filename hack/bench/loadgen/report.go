@@ -34,11 +34,11 @@ func ratio(a, b float64) string {
 // write prints the report in markdown: ratios first, then the raw numbers.
 func (r *report) write(w io.Writer) {
 	o := r.opts
-	fmt.Fprintf(w, "## Server under load (cmd/loadgen)\n\n")
+	fmt.Fprintf(w, "## Server under load (hack/bench/loadgen)\n\n")
 	fmt.Fprintf(w, "`sandbox-webhook serve` and two floors, each its own process with the same certificate and TLS settings, "+
 		"driven in turn by the same client over keep-alive HTTP/1.1 TLS connections (one per concurrent client) on loopback: "+
-		"*floor* reads the review and answers a fixed one (TLS and HTTP only, cmd/loadgen/floor); "+
-		"*decode-floor* is a controller-runtime webhook that decodes the review and answers allowed (cmd/loadgen/decodefloor). "+
+		"*floor* reads the review and answers a fixed one (TLS and HTTP only, hack/bench/loadgen/floor); "+
+		"*decode-floor* is a controller-runtime webhook that decodes the review and answers allowed (hack/bench/loadgen/decodefloor). "+
 		"Review: the %s pod (%d bytes), %d polic%s loaded. "+
 		"Per target and level: %d warm-up requests per connection, then at most %d requests or %s. %s; %s.\n\n",
 		o.pod, r.reviewBytes, o.policies, plural(o.policies, "y", "ies"), o.warmup, o.requests, o.duration, machine(), r.started.Format(time.RFC3339))
@@ -90,7 +90,7 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintf(w, "\n## Start-up (cmd/loadgen)\n\n")
+	fmt.Fprintf(w, "\n## Start-up (hack/bench/loadgen)\n\n")
 	fmt.Fprintf(w, "From just before the process starts to the first 200 from `/readyz` (polled every millisecond), "+
 		"with certificates and policies on disk and kube-apiserver on loopback (the namespace cache must sync), %d runs:\n\n", len(r.startups))
 	var ds []time.Duration

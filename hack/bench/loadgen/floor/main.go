@@ -1,4 +1,4 @@
-// Command floor is the baseline cmd/loadgen measures the webhook against:
+// Command floor is the baseline hack/bench/loadgen measures the webhook against:
 // the least a TLS admission endpoint can do. It uses the webhook's
 // certificate and TLS settings (TLS 1.3, HTTP/1.1 only, keep-alive), reads
 // each request body whole and answers with a fixed AdmissionReview that
@@ -26,7 +26,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cmd/loadgen/internal/floorserver"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/loadgen/internal/floorserver"
 )
 
 func main() {

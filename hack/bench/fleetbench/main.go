@@ -68,7 +68,7 @@ func run(binary, sizes, formats, shapes, out, keep string) error {
 		return err
 	}
 	var report bytes.Buffer
-	fmt.Fprintf(&report, "## dry-run at fleet scale (go run ./cmd/fleetbench)\n\n")
+	fmt.Fprintf(&report, "## dry-run at fleet scale (go run ./hack/bench/fleetbench)\n\n")
 	fmt.Fprintf(&report, "A List of pods and workloads in the benchmark corpus's shapes (85%% typical sandbox pods, 5%% large, 5%% non-matching, 5%% Deployments and Jobs), the seed policy. Shape corpus: the objects as the apiserver sends them to the webhook, managedFields included; shape kubectl: as kubectl get -o yaml prints them, without managedFields, pods with a running status. The admission handler's CPU per review in the same run: %s (the target is CPU per object within 5x of it).\n\n", fmtDur(handlerCPU))
 	fmt.Fprintf(&report, "| objects | shape | input | per object | output | wall | CPU | CPU/object | x handler | peak RSS |\n|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, shape := range strings.Split(shapes, ",") {
