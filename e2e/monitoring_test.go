@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
 )
@@ -71,74 +69,52 @@ func TestExprMetrics(t *testing.T) {
 // dashboard query variable.
 func renderedQueries(t *testing.T) []string {
 	t.Helper()
-	manifest, err := chart.RenderManifest(t.Context(), suite.root, "monitoring", "monitoring-system", map[string]any{
-		"prometheusRule":   map[string]any{"enabled": true},
-		"grafanaDashboard": map[string]any{"enabled": true},
-	})
+	rules, dashboard, err := chart.Monitoring(t.Context(), suite.root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var exprs []string
-	var rules, dashboards int
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	for {
-		var obj struct {
-			Kind string `json:"kind"`
-			Spec struct {
-				Groups []struct {
-					Rules []struct {
-						Expr string `json:"expr"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"spec"`
-			Data map[string]string `json:"data"`
-		}
-		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding the rendered chart: %v", err)
-		}
-		switch {
-		case obj.Kind == "PrometheusRule":
-			rules++
-			for _, g := range obj.Spec.Groups {
-				for _, r := range g.Rules {
-					exprs = append(exprs, r.Expr)
-				}
-			}
-		case obj.Kind == "ConfigMap" && obj.Data["sandbox-webhook.json"] != "":
-			dashboards++
-			var d struct {
-				Panels []struct {
-					Targets []struct {
-						Expr string `json:"expr"`
-					} `json:"targets"`
-				} `json:"panels"`
-				Templating struct {
-					List []struct {
-						Definition string `json:"definition"`
-					} `json:"list"`
-				} `json:"templating"`
-			}
-			if err := json.Unmarshal([]byte(obj.Data["sandbox-webhook.json"]), &d); err != nil {
-				t.Fatalf("the dashboard: %v", err)
-			}
-			for _, p := range d.Panels {
-				for _, tg := range p.Targets {
-					exprs = append(exprs, tg.Expr)
-				}
-			}
-			for _, v := range d.Templating.List {
-				// label_values(metric, label): the metric is the first argument.
-				if args, ok := strings.CutPrefix(v.Definition, "label_values("); ok {
-					metric, _, _ := strings.Cut(args, ",")
-					exprs = append(exprs, metric)
-				}
-			}
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Expr string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatalf("the PrometheusRule: %v", err)
+	}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
 		}
 	}
-	if rules != 1 || dashboards != 1 {
-		t.Fatalf("the chart rendered %d PrometheusRules and %d dashboard ConfigMaps, want 1 each", rules, dashboards)
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(dashboard, &d); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range d.Templating.List {
+		// label_values(metric, label): the metric is the first argument.
+		if args, ok := strings.CutPrefix(v.Definition, "label_values("); ok {
+			metric, _, _ := strings.Cut(args, ",")
+			exprs = append(exprs, metric)
+		}
 	}
 	return exprs
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,54 +23,25 @@ import (
 // line; the e2e suite checks each against a live /metrics.
 const seriesFile = "testdata/series.txt"
 
-// render renders the chart with the PrometheusRule and the dashboard on and
-// returns the rule groups (the PrometheusRule's spec, which is the format of
-// a Prometheus rule file) and the dashboard JSON.
+// rulesFile is the rule file the chart's PrometheusRule renders to and
+// dashboardFile the dashboard its ConfigMap carries. The product module's
+// e2e/harness/chart test (TestMonitoring) renders the chart and keeps both
+// equal to what it renders, so this module needs no Helm SDK.
+const (
+	rulesFile     = "testdata/rules.yaml"
+	dashboardFile = "../sandbox-webhook/dashboards/sandbox-webhook.json"
+)
+
+// render returns the rule groups (the PrometheusRule's spec, which is the
+// format of a Prometheus rule file) and the dashboard JSON the chart renders.
 func render(t *testing.T) (rules []byte, dashboard []byte) {
 	t.Helper()
-	chrt, err := loader.Load(filepath.Join("..", "sandbox-webhook"))
+	rules, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.Replace = true
-	install.ReleaseName = "sw"
-	install.Namespace = "sandbox-system"
-	if install.KubeVersion, err = common.ParseKubeVersion("v1.36.0"); err != nil {
+	if dashboard, err = os.ReadFile(dashboardFile); err != nil {
 		t.Fatal(err)
-	}
-	rel, err := install.Run(chrt, map[string]any{
-		"prometheusRule":   map[string]any{"enabled": true},
-		"grafanaDashboard": map[string]any{"enabled": true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		t.Fatalf("unexpected release type %T", rel)
-	}
-	for doc := range strings.SplitSeq(r.Manifest, "\n---") {
-		var obj struct {
-			Kind string          `json:"kind"`
-			Spec json.RawMessage `json:"spec"`
-			Data map[string]string
-		}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("decoding the rendered chart: %v", err)
-		}
-		switch {
-		case obj.Kind == "PrometheusRule":
-			if rules, err = yaml.JSONToYAML(obj.Spec); err != nil {
-				t.Fatal(err)
-			}
-		case obj.Kind == "ConfigMap" && obj.Data["sandbox-webhook.json"] != "":
-			dashboard = []byte(obj.Data["sandbox-webhook.json"])
-		}
-	}
-	if rules == nil || dashboard == nil {
-		t.Fatalf("the chart rendered no PrometheusRule or no dashboard ConfigMap:\n%s", r.Manifest)
 	}
 	return rules, dashboard
 }

@@ -212,3 +212,48 @@ func strictUnmarshal(raw []byte, v any) error {
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
 }
+
+// DashboardFile is the Grafana dashboard the chart ships in a ConfigMap,
+// relative to the repository root.
+const DashboardFile = Dir + "/dashboards/sandbox-webhook.json"
+
+// Monitoring renders the chart at root with the PrometheusRule and the Grafana
+// dashboard on and returns the PrometheusRule's spec as YAML (the format of a
+// Prometheus rule file) and the dashboard JSON of its ConfigMap.
+func Monitoring(ctx context.Context, root string) (rules, dashboard []byte, err error) {
+	manifest, err := RenderManifest(ctx, root, "sw", "sandbox-system", map[string]any{
+		"prometheusRule":   map[string]any{"enabled": true},
+		"grafanaDashboard": map[string]any{"enabled": true},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var nrules, ndashboards int
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var obj struct {
+			Kind string            `json:"kind"`
+			Spec json.RawMessage   `json:"spec"`
+			Data map[string]string `json:"data"`
+		}
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("decoding the rendered chart: %w", err)
+		}
+		switch {
+		case obj.Kind == "PrometheusRule":
+			nrules++
+			if rules, err = yaml.JSONToYAML(obj.Spec); err != nil {
+				return nil, nil, err
+			}
+		case obj.Kind == "ConfigMap" && obj.Data["sandbox-webhook.json"] != "":
+			ndashboards++
+			dashboard = []byte(obj.Data["sandbox-webhook.json"])
+		}
+	}
+	if nrules != 1 || ndashboards != 1 {
+		return nil, nil, fmt.Errorf("the chart rendered %d PrometheusRules and %d dashboard ConfigMaps, want 1 each", nrules, ndashboards)
+	}
+	return rules, dashboard, nil
+}

@@ -1,6 +1,9 @@
 package chart
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -8,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 )
 
 // The e2e suite and the demo install the chart's own configuration with
@@ -82,4 +86,32 @@ func TestRenderWebhookConfiguration(t *testing.T) {
 			t.Errorf("objectSelector %v, want empty", s)
 		}
 	})
+}
+
+// MonitoringRules is what charts/monitoringtest parses with Prometheus's rule
+// parser: the rule file the chart's PrometheusRule renders to. It is a golden
+// file, not rendered there, so that module needs no Helm SDK.
+const MonitoringRules = "charts/monitoringtest/testdata/rules.yaml"
+
+// TestMonitoring keeps charts/monitoringtest's inputs equal to what the chart
+// renders: the PrometheusRule's rule groups (a golden file, REFRESH_GOLDEN=true
+// rewrites it) and the dashboard ConfigMap, which must carry DashboardFile
+// unchanged, the file that module reads.
+func TestMonitoring(t *testing.T) {
+	root, err := harness.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, dashboard, err := Monitoring(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Compare(t, MonitoringRules, rules)
+	file, err := os.ReadFile(filepath.Join(root, DashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(dashboard), bytes.TrimSpace(file)) {
+		t.Errorf("the dashboard ConfigMap does not carry %s unchanged:\n%s", DashboardFile, dashboard)
+	}
 }
