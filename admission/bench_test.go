@@ -16,7 +16,7 @@ import (
 // handler: decode the review, mutate, patch, encode the answer.
 func BenchmarkAdmit(b *testing.B) {
 	f := newFixture(b, memoryPolicies(b), mutate.Options{})
-	h := f.handler.HTTPHandler(logr.Discard())
+	h := serveBody(f.handler.Review(logr.Discard()))
 	body := reviewBody(b, newRequest(admissionv1.Create, "sandboxes", podJSON(b, "basic")))
 	b.ReportAllocs()
 	for b.Loop() {

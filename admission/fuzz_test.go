@@ -98,7 +98,7 @@ func FuzzHandler(f *testing.F) {
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &pod); err != nil {
 			t.Fatalf("the patched object is not a pod: %v", err)
 		}
-		again := fx.admit(cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		again := fx.admit(t, cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			UID:       types.UID("again"),
 			Kind:      in.Request.Kind,
 			Resource:  in.Request.Resource,

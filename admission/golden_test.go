@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // TestGoldenCorpus sends every corpus pod, under every policy set, through
@@ -72,4 +73,42 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 		t.Fatal(err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestPatchNeverWritesTheNamespace: the namespace is the request's, and the
+// mutation core never writes it into the pod, so the patch (a diff of the
+// pod and the core's result) never touches it, whether the pod names its
+// namespace as the API server sends it, names none, or names another. Every
+// corpus pod under every policy set, the three ways.
+func TestPatchNeverWritesTheNamespace(t *testing.T) {
+	nsLabels := golden.NamespaceLabels(t)
+	sets := map[string]*policy.Set{}
+	changed := 0
+	for _, c := range golden.Cases(t) {
+		set := sets[c.Set.Name]
+		if set == nil {
+			set = golden.Policies(t, c.Set.Policies...)
+			sets[c.Set.Name] = set
+		}
+		lm, ok := mutate.ParseLeakMitigation(c.Set.LeakMitigation)
+		if !ok {
+			t.Fatalf("leak mitigation %q", c.Set.LeakMitigation)
+		}
+		_, pod := golden.Pod(t, c.Input)
+		ns := pod.Namespace
+		for _, own := range []string{ns, "", "another"} {
+			p := pod.DeepCopy()
+			p.Namespace = own
+			res := mutate.Pod(p, mutate.Namespace{Name: ns, Labels: nsLabels[ns]}, set, mutate.Options{LeakMitigation: lm})
+			if res.Changed {
+				changed++
+			}
+			if res.Pod.Namespace != own {
+				t.Errorf("%s/%s: the pod naming namespace %q comes out naming %q", c.Set.Name, c.Name, own, res.Pod.Namespace)
+			}
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no corpus pod was changed: the test checks nothing")
+	}
 }

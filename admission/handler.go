@@ -1,25 +1,18 @@
 package admission
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -67,172 +60,10 @@ func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metr
 	}
 }
 
-// Webhook wraps h in controller-runtime's admission webhook: it decodes v1
-// and v1beta1 AdmissionReviews, recovers panics and hands the handler a
-// request-scoped logger derived from log.
-func (h *Handler) Webhook(log logr.Logger) *cradmission.Webhook {
-	return &cradmission.Webhook{
-		Handler: h,
-		LogConstructor: func(_ logr.Logger, req *cradmission.Request) logr.Logger {
-			l := log.WithName("admission")
-			if req == nil {
-				return l
-			}
-			return l.WithValues(requestValues(req)...)
-		},
-	}
-}
-
-// requestValues are the key-value pairs of a request-scoped logger.
-func requestValues(req *cradmission.Request) []any {
-	return []any{"uid", req.UID, "namespace", req.Namespace,
-		"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun}
-}
-
-// HTTPHandler is what the server mounts at Path: the Webhook, behind a check
-// of the review's apiVersion and kind, which controller-runtime does not
-// make (it would answer a review of any kind, echoing that kind back). A
-// body that is no AdmissionReview gets an errored AdmissionReview answer,
-// like every other undecodable body.
-//
-// A review as the API server sends it takes a shorter way to the same
-// answer (see serveFast): decoded once, the pod with it, and no logger built
-// unless something is logged.
-func (h *Handler) HTTPHandler(log logr.Logger) http.Handler {
-	hook := h.Webhook(log)
-	alog := log.WithName("admission")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil {
-			h.rejectBody(w, alog, "", errors.New("request body is empty"))
-			return
-		}
-		body, err := readBody(r)
-		if err != nil {
-			writeErrored(w, "", fmt.Errorf("reading the request body: %w", err))
-			return
-		}
-		if h.serveFast(w, r, alog, body) {
-			return
-		}
-		h.serveGeneral(w, r, hook, alog, body)
-	})
-}
-
-// serveGeneral answers any body through controller-runtime's webhook, after
-// the check of the review's type.
-func (h *Handler) serveGeneral(w http.ResponseWriter, r *http.Request, hook *cradmission.Webhook, log logr.Logger, body []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	// controller-runtime answers an empty or undecodable body, or another
-	// content type, with a review without apiVersion and kind, which the
-	// API server cannot parse: it fails the call and failurePolicy decides
-	// (Ignore would admit the pod). Those are answered here instead.
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		h.rejectBody(w, log, "", fmt.Errorf("content type %.64q, expected application/json", ct))
-		return
-	}
-	uid, err := checkReviewType(body)
-	if err != nil {
-		h.rejectBody(w, log, uid, err)
-		return
-	}
-	hook.ServeHTTP(w, r)
-}
-
-// BufferedBody is a request body already read into b, for a server that
-// reads bodies before the handler: the handler then takes b as it is
-// instead of copying it.
-func BufferedBody(b []byte) io.ReadCloser { return &bufferedBody{Reader: bytes.NewReader(b), b: b} }
-
-type bufferedBody struct {
-	*bytes.Reader
-	b []byte
-}
-
-func (*bufferedBody) Close() error { return nil }
-
-// readBody reads the whole request body, into a buffer of the announced
-// size when there is one.
-func readBody(r *http.Request) ([]byte, error) {
-	if bb, ok := r.Body.(*bufferedBody); ok && bb.Len() == len(bb.b) {
-		_, _ = bb.Seek(0, io.SeekEnd) // read, as if copied out
-		return bb.b, nil
-	}
-	if n := r.ContentLength; n > 0 && n <= maxReviewBytes {
-		buf := make([]byte, n, n+1)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, err
-		}
-		// A body longer than announced is read whole too, as io.ReadAll would.
-		var one [1]byte
-		if m, err := r.Body.Read(one[:]); m > 0 {
-			rest, err := io.ReadAll(r.Body)
-			if err != nil {
-				return nil, err
-			}
-			return append(append(buf, one[0]), rest...), nil
-		} else if err != nil && err != io.EOF {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(r.Body)
-}
-
-// rejectBody answers a body that is no AdmissionReview the handler can read
-// with an errored review; the handler never sees it, so it is counted here.
-func (h *Handler) rejectBody(w http.ResponseWriter, log logr.Logger, uid types.UID, err error) {
-	h.metrics.ObserveRequest(OutcomeError, 0)
-	log.Error(err, "Rejected a request that is not an AdmissionReview")
-	writeErrored(w, uid, err)
-}
-
-// checkReviewType returns an error unless body is JSON of an
-// admission.k8s.io/v1 or v1beta1 AdmissionReview, with the review's UID when
-// it has one.
-func checkReviewType(body []byte) (uid types.UID, err error) {
-	if len(body) == 0 {
-		return "", errors.New("request body is empty")
-	}
-	var head struct {
-		metav1.TypeMeta
-		Request *struct {
-			UID types.UID `json:"uid"`
-		} `json:"request"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil {
-		return "", fmt.Errorf("decoding the AdmissionReview: %w", err)
-	}
-	if head.Request != nil {
-		uid = head.Request.UID
-	}
-	if head.Kind != "AdmissionReview" ||
-		(head.APIVersion != admissionv1.SchemeGroupVersion.String() && head.APIVersion != "admission.k8s.io/v1beta1") {
-		return uid, fmt.Errorf("expected an AdmissionReview of admission.k8s.io/v1 or v1beta1, got apiVersion %.64q kind %.64q",
-			head.APIVersion, head.Kind)
-	}
-	return uid, nil
-}
-
-func writeErrored(w http.ResponseWriter, uid types.UID, err error) {
-	resp := cradmission.Errored(http.StatusBadRequest, fmt.Errorf("sandbox-webhook: %w", err))
-	resp.UID = uid
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-		Response: &resp.AdmissionResponse,
-	})
-}
-
-// Handle answers one admission request. Only the CREATE of a Pod is mutated;
-// an update of pods/ephemeralcontainers may be denied (see handleEphemeral);
-// every other request is allowed unchanged with the reason. Dry-run requests
-// are handled like any other: the handler has no side effects.
-func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
-	return h.handleTimed(ctx, time.Now(), &lazyLog{base: logf.FromContext(ctx)}, req, nil)
-}
-
-// handleTimed is Handle with its logger and, when already decoded, the pod
-// and the time its decoding started, which the duration metric counts from.
+// handleTimed answers one admission request (see handle) and counts it,
+// from start, the time its decoding started. pod is the request's object
+// when it is decoded already. It is the handler's one panic recovery: a
+// panic is answered with an errored review and counted as an error.
 func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
 	outcome := OutcomeError
 	defer func() {
@@ -248,6 +79,11 @@ func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog
 	return resp
 }
 
+// handle decides one admission request. Only the CREATE of a Pod is
+// mutated; an update of pods/ephemeralcontainers may be denied (see
+// handleEphemeral); every other request is allowed unchanged with the
+// reason. Dry-run requests are handled like any other: the handler has no
+// side effects.
 func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
 	if req.UID == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
@@ -316,15 +152,9 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
 	}
 
-	// The namespace is the request's, not the core's: keep whatever the
-	// client sent (often nothing), so the patch never touches it.
-	mutated := res.Pod
-	if mutated.Namespace != pod.Namespace {
-		cp := *mutated
-		cp.Namespace = pod.Namespace
-		mutated = &cp
-	}
-	ops, err := mutate.Patch(req.Object.Raw, pod, mutated)
+	// The core never writes the namespace (TestPatchNeverWritesTheNamespace):
+	// it stays whatever the client sent, often nothing.
+	ops, err := mutate.Patch(req.Object.Raw, pod, res.Pod)
 	if err != nil {
 		return errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
 	}

@@ -105,7 +105,7 @@ func TestHandle(t *testing.T) {
 		req: func() (cradmission.Request, []byte) {
 			f := newFixture(t, set, opts)
 			r, raw := create("sandboxes", podJSON(t, "basic"))
-			return create("sandboxes", applyPatch(t, raw, f.admit(r).AdmissionResponse))
+			return create("sandboxes", applyPatch(t, raw, f.admit(t, r).AdmissionResponse))
 		},
 		outcome: OutcomeUnchanged, allowed: true, code: 200,
 		message: "already has everything",
@@ -212,7 +212,7 @@ func TestHandle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, set, opts)
 			req, raw := tc.req()
-			resp := f.admit(req)
+			resp := f.admit(t, req)
 			if resp.UID != req.UID {
 				t.Errorf("uid = %q, want %q", resp.UID, req.UID)
 			}
@@ -241,9 +241,9 @@ func TestHandle(t *testing.T) {
 func TestDryRunGetsTheSamePatch(t *testing.T) {
 	f := newFixture(t, memoryPolicies(t), mutate.Options{})
 	req, _ := create("sandboxes", podJSON(t, "basic"))
-	plain := f.admit(req)
+	plain := f.admit(t, req)
 	req.DryRun = ptr.To(true)
-	dry := f.admit(req)
+	dry := f.admit(t, req)
 	if string(plain.Patch) != string(dry.Patch) || len(plain.Patch) == 0 {
 		t.Errorf("dry-run patch differs:\n%s\n%s", plain.Patch, dry.Patch)
 	}
@@ -252,7 +252,7 @@ func TestDryRunGetsTheSamePatch(t *testing.T) {
 func TestNoConfigYet(t *testing.T) {
 	f := newFixture(t, nil, mutate.Options{})
 	req, _ := create("sandboxes", podJSON(t, "basic"))
-	resp := f.admit(req)
+	resp := f.admit(t, req)
 	if resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable || !strings.Contains(resp.Result.Message, "no policies are loaded") {
 		t.Errorf("response = %+v", resp.Result)
 	}
@@ -264,7 +264,7 @@ func TestPanicIsAnErroredResponse(t *testing.T) {
 		panic("the namespace cache exploded")
 	}
 	req, _ := create("sandboxes", podJSON(t, "basic"))
-	resp := f.admit(req)
+	resp := f.admit(t, req)
 	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError {
 		t.Fatalf("response = %+v", resp.Result)
 	}
@@ -301,7 +301,7 @@ spec:
 `)
 	f := newFixture(t, set, mutate.Options{})
 	req, _ := create("sandboxes", podJSON(t, "basic"))
-	resp := f.admit(req)
+	resp := f.admit(t, req)
 	if !resp.Allowed || len(resp.Patch) != 0 {
 		t.Fatalf("a shadow policy patched: %s", resp.Patch)
 	}
@@ -319,7 +319,7 @@ spec:
 func TestPolicyHitsByMode(t *testing.T) {
 	f := newFixture(t, memoryPolicies(t), mutate.Options{LeakMitigation: mutate.LeakMitigationOn})
 	req, raw := create("sandboxes", podJSON(t, "basic"))
-	resp := f.admit(req)
+	resp := f.admit(t, req)
 	if got := testutil.ToFloat64(f.handler.metrics.hits.WithLabelValues("sandbox-seed", "disk", "enforce")); got != 1 {
 		t.Errorf("hits{mode=disk} = %v, want 1", got)
 	}
@@ -385,7 +385,7 @@ spec:
 		go func() {
 			for range perWorker {
 				req, raw := create("sandboxes", podJSON(t, "basic"))
-				resp := f.admit(req)
+				resp := f.admit(t, req)
 				p, err := applyPatchErr(raw, resp.AdmissionResponse)
 				if err != nil {
 					errs <- err
@@ -479,7 +479,7 @@ func TestLogsNeverHoldPodContents(t *testing.T) {
 		lines = append(lines, prefix+" "+args)
 	}, funcr.Options{Verbosity: 1})
 	f := newFixture(t, memoryPolicies(t), mutate.Options{})
-	hook := f.handler.HTTPHandler(log)
+	hook := serveBody(f.handler.Review(log))
 	const secret = "s3cr3t-value-0042"
 	pod := strings.NewReplacer("hardlink", secret, `value: kept`, "value: "+secret).Replace(string(mustRead(t, "uv-link-mode-set")))
 	pod = strings.Replace(pod, "labels:", "annotations:\n    token: "+secret+"\n  labels:", 1)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,7 +59,6 @@ type fixture struct {
 	ns      map[string]map[string]string
 	reg     *prometheus.Registry
 	handler *Handler
-	hook    *cradmission.Webhook
 	http    http.Handler
 }
 
@@ -69,8 +69,7 @@ func newFixture(t testing.TB, set *policy.Set, opts mutate.Options) *fixture {
 		f.config.Store(&Config{Policies: set, Options: opts})
 	}
 	f.handler = NewHandler(&f.config, f.lookup, NewMetrics(f.reg))
-	f.hook = f.handler.Webhook(logr.Discard())
-	f.http = f.handler.HTTPHandler(logr.Discard())
+	f.http = serveBody(f.handler.Review(logr.Discard()))
 	return f
 }
 
@@ -79,9 +78,31 @@ func (f *fixture) lookup(_ context.Context, name string) (mutate.Namespace, bool
 	return mutate.Namespace{Name: name, Labels: labels}, ok
 }
 
-// admit runs req through controller-runtime's webhook, as the server does.
-func (f *fixture) admit(req cradmission.Request) cradmission.Response {
-	return f.hook.Handle(context.Background(), req)
+// admit posts req as the API server would and returns the answer.
+func (f *fixture) admit(t testing.TB, req cradmission.Request) cradmission.Response {
+	t.Helper()
+	_, review := f.serveHTTP(t, reviewBody(t, req))
+	return cradmission.Response{AdmissionResponse: *review.Response}
+}
+
+// serveBody reads the request body as the server does, once and whole, and
+// hands it to review.
+func serveBody(review ReviewFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		var err error
+		if n := r.ContentLength; n > 0 {
+			body = make([]byte, n)
+			_, err = io.ReadFull(r.Body, body)
+		} else {
+			body, err = io.ReadAll(r.Body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		review(w, r, body)
+	})
 }
 
 // serveHTTP posts body to the webhook and decodes the AdmissionReview answer.

@@ -165,7 +165,7 @@ func TestUnknownFieldsSurvive(t *testing.T) {
   },
   "futureTopLevel": "t"
 }`)
-	resp := f.admit(newRequest(admissionv1.Create, "sandboxes", raw))
+	resp := f.admit(t, newRequest(admissionv1.Create, "sandboxes", raw))
 	if !resp.Allowed || len(resp.Patch) == 0 {
 		t.Fatalf("not mutated: %+v", resp.Result)
 	}

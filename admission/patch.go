@@ -23,7 +23,10 @@ func patched(message string, ops []jsonpatch.Operation) (cradmission.Response, e
 	return resp, nil
 }
 
-// encodePatch returns exactly what json.Marshal returns for ops.
+// encodePatch returns exactly what json.Marshal returns for ops whose
+// json.RawMessage values are valid JSON, as every one mutate.Patch makes is
+// (they are json.Marshal's output): a raw value is copied without being
+// validated.
 func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 	size := 2
 	for _, op := range ops {

@@ -43,7 +43,7 @@ func BenchmarkReview(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := newFixture(b, set, mutate.Options{})
-		h := f.handler.HTTPHandler(log)
+		h := serveBody(f.handler.Review(log))
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")
@@ -74,7 +74,7 @@ func BenchmarkReviewRatio(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := newFixture(b, set, mutate.Options{})
-		h := f.handler.HTTPHandler(log)
+		h := serveBody(f.handler.Review(log))
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")

@@ -7,8 +7,8 @@ import "bytes"
 // is not an object). ok is false when a decoder that matches keys
 // case-insensitively, as the API machinery's kind detection does, could read
 // the review or its object differently from the case-sensitive decode of the
-// fast path: a key that is apiVersion or kind in another case or spelled
-// with an escape, a key named twice. Such reviews take the general path.
+// handler: a key that is apiVersion or kind in another case or spelled
+// with an escape, a key named twice. Such reviews are refused.
 func scanReview(body []byte) (object []byte, ok bool) {
 	s := scanner{b: body}
 	s.space()

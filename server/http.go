@@ -11,19 +11,20 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 )
 
-// guard wraps the admission webhook with what controller-runtime's server
-// does not do per request: the write deadline, the request body limit
-// (--max-request-bytes, answered with 413 before controller-runtime's own
-// 7 MiB limit can apply), room for the body in the request budget before it
-// is read (503 when there is none within budgetWait) and a read deadline
-// sized to the body, a 503 while the first configuration or the namespace
-// cache is missing, and "Connection: close" once shutdown began, so that the
-// API server moves its keep-alive connections elsewhere.
+// guard is the webhook's HTTP handler at admission.Path: it does what the
+// HTTP server does not do per request, then reads the body, once, and hands
+// it to review, the admission path. In order: the write deadline,
+// "Connection: close" once shutdown began, so that the API server moves its
+// keep-alive connections elsewhere, a 503 while the first configuration or
+// the namespace cache is missing, the request body limit
+// (--max-request-bytes, 413), room for the body in the request budget before
+// it is read (503 when there is none within budgetWait) and a read deadline
+// sized to the body.
 //
 // The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
 // server treats them as a failed call, and the webhook's failurePolicy
 // decides, as it would if this server were unreachable.
-func (s *server) guard(next http.Handler) http.Handler {
+func (s *server) guard(review admission.ReviewFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
@@ -69,9 +70,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 			http.Error(w, "sandbox-webhook: reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.Body = admission.BufferedBody(body)
-		r.ContentLength = int64(len(body))
-		next.ServeHTTP(w, r)
+		review(w, r, body)
 	})
 }
 

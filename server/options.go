@@ -17,11 +17,10 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-// maxAdmissionBodyBytes is the body limit of controller-runtime's admission
-// webhook (pkg/webhook/admission/http.go), which already rejects a body of
-// exactly that size. --max-request-bytes must stay below it, or that limit,
-// not ours, would be the one in force.
-const maxAdmissionBodyBytes = 7 << 20
+// maxRequestBytesBound bounds --max-request-bytes: one request body may not
+// take more. The API server refuses objects above 3 MiB, and a review of an
+// update carries two.
+const maxRequestBytesBound = 7 << 20
 
 // Runnable is a component started with the server and stopped, by cancelling
 // ctx, after the webhook server has drained. An error it returns while the
@@ -159,9 +158,9 @@ func (o *Options) complete() error {
 	switch {
 	case o.MaxRequestBytes == 0:
 		o.MaxRequestBytes = 3 << 20
-	case o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxAdmissionBodyBytes:
-		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d, below controller-runtime's own admission limit",
-			o.MaxRequestBytes, maxAdmissionBodyBytes-1))
+	case o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxRequestBytesBound:
+		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d",
+			o.MaxRequestBytes, maxRequestBytesBound-1))
 	}
 	switch {
 	case o.MaxBufferedBytes == 0:

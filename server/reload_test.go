@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -249,7 +247,8 @@ func TestReloadsNeverMix(t *testing.T) {
 	lookup := func(context.Context, string) (mutate.Namespace, bool) {
 		return mutate.Namespace{Name: "sandboxes"}, true
 	}
-	hook := admission.NewHandler(&config, lookup, admission.NewMetrics(reg)).Webhook(logr.Discard())
+	review := admission.NewHandler(&config, lookup, admission.NewMetrics(reg)).Review(logr.Discard())
+	body := reviewFor(t, "u", "sandboxes", sandboxPod)
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -274,11 +273,16 @@ func TestReloadsNeverMix(t *testing.T) {
 	for range workers {
 		go func() {
 			for range perWorker {
-				resp := hook.Handle(context.Background(), cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-					UID: "u", Kind: podKind, Namespace: "sandboxes", Operation: admissionv1.Create,
-					Object: runtime.RawExtension{Raw: []byte(sandboxPod)},
-				}})
-				if err := oneVersion(resp.Patch); err != nil {
+				r := httptest.NewRequest(http.MethodPost, admission.Path, nil)
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				review(w, r, body)
+				var answer admissionv1.AdmissionReview
+				if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || answer.Response == nil {
+					errs <- fmt.Errorf("not an AdmissionReview answer: %s", w.Body.String())
+					return
+				}
+				if err := oneVersion(answer.Response.Patch); err != nil {
 					errs <- err
 					return
 				}
@@ -298,8 +302,6 @@ func TestReloadsNeverMix(t *testing.T) {
 	}
 	t.Logf("%d reloads", reloads.Load())
 }
-
-var podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
 
 // oneVersion checks that a patch is all version a or all version b.
 func oneVersion(patch []byte) error {

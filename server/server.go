@@ -171,7 +171,7 @@ func (s *server) run(ctx context.Context) error {
 		TLSOpts: append([]func(*tls.Config){s.tlsConfig}, o.TLSOpts...),
 	}, httpErrorLog(log))
 	handler := admission.NewHandler(&s.config, s.lookup, s.admission)
-	s.webhook.Register(admission.Path, s.guard(handler.HTTPHandler(log)))
+	s.webhook.Register(admission.Path, s.guard(handler.Review(log)))
 
 	s.readyChecks = s.ownReadyChecks()
 	for name, c := range o.ReadyChecks {

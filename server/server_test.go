@@ -117,9 +117,8 @@ func TestTLSMinVersion(t *testing.T) {
 }
 
 func TestRequestBodyLimit(t *testing.T) {
-	// 64 KiB, and the largest limit allowed, just below controller-runtime's
-	// own, which must never be the one that answers.
-	for _, limit := range []int{64 << 10, maxAdmissionBodyBytes - 1} {
+	// 64 KiB, and the largest limit allowed.
+	for _, limit := range []int{64 << 10, maxRequestBytesBound - 1} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) { testRequestBodyLimit(t, limit) })
 	}
 }
@@ -209,7 +208,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"no policy", func(o *Options) { o.PolicyPaths = nil }, "at least one --policy"},
 		{"no kube", func(o *Options) {}, "no Kubernetes client configuration"},
 		{"body limit above controller-runtime's", func(o *Options) { o.MaxRequestBytes = 8 << 20 }, "--max-request-bytes 8388608"},
-		{"body limit at controller-runtime's", func(o *Options) { o.MaxRequestBytes = 7 << 20 }, "must be between 1 and 7340031"},
+		{"body limit at its bound", func(o *Options) { o.MaxRequestBytes = 7 << 20 }, "must be between 1 and 7340031"},
 		{"bad leak mitigation", func(o *Options) { o.LeakMitigation = "maybe" }, `--leak-mitigation "maybe"`},
 		{"TLS 1.1", func(o *Options) { o.TLSMinVersion = tls.VersionTLS11 }, "--tls-min-version"},
 		{"bad port", func(o *Options) { o.Port = 70000 }, "--port 70000"},
