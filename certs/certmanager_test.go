@@ -90,7 +90,7 @@ func TestCertManagerMode(t *testing.T) {
 	})
 
 	logs := &logBuffer{}
-	r, err := o.Setup(logf.IntoContext(ctx, logs.logger()), cfg, t.TempDir())
+	r, mgr, err := setup(logf.IntoContext(ctx, logs.logger()), o, cfg, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestCertManagerMode(t *testing.T) {
 	if err := check(nil); err == nil {
 		t.Error("ready before the watcher started")
 	}
-	runRunner(t, ctx, r)
+	runManager(t, ctx, mgr, r)
 
 	// No Certificate yet: not ready, and said loudly.
 	logs.waitFor(t, errorLine, "Certificate of the webhook does not exist", "certificates.mode=certManager")
@@ -234,11 +234,11 @@ func TestCertManagerModeWrongAnnotation(t *testing.T) {
 		_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), mwcName, metav1.DeleteOptions{})
 	})
 	logs := &logBuffer{}
-	r, err := o.Setup(logf.IntoContext(ctx, logs.logger()), cfg, t.TempDir())
+	r, mgr, err := setup(logf.IntoContext(ctx, logs.logger()), o, cfg, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	runRunner(t, ctx, r)
+	runManager(t, ctx, mgr, r)
 	logs.waitFor(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty",
 		fmt.Sprintf("kubectl annotate mutatingwebhookconfiguration %s cert-manager.io/inject-ca-from=%s/serving --overwrite", mwcName, ns),
 		`it is \"`+ns+`/another\" now`)

@@ -23,6 +23,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // One kube-apiserver and etcd for the package's tests, started by the first
@@ -40,9 +42,6 @@ var shared struct {
 var globalLogs = &logBuffer{}
 
 func TestMain(m *testing.M) {
-	if args := os.Getenv(serveChildEnv); args != "" {
-		os.Exit(runServeChild(args))
-	}
 	logf.SetLogger(globalLogs.logger())
 	klog.SetLogger(globalLogs.logger().WithName("klog"))
 	code := m.Run()
@@ -249,13 +248,28 @@ func gauge(reg prometheus.Gatherer, name string) (float64, error) {
 	return 0, fmt.Errorf("metric %s not registered", name)
 }
 
-// runRunner starts r in the background and returns a function that stops it and
-// returns Start's error.
-func runRunner(t *testing.T, ctx context.Context, r *Runner) func() error {
+// setup sets o's mode up on a manager of its own for cfg, as serve does on
+// its manager; the logger comes from ctx.
+func setup(ctx context.Context, o *Options, cfg *rest.Config, certDir string) (*Runner, manager.Manager, error) {
+	mgr, err := manager.New(cfg, manager.Options{
+		Logger:                 logf.FromContext(ctx),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := o.Setup(ctx, mgr, certDir)
+	return r, mgr, err
+}
+
+// runManager starts mgr in the background and returns a function that stops
+// it and returns Start's error, as r explains it.
+func runManager(t *testing.T, ctx context.Context, mgr manager.Manager, r *Runner) func() error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Start(ctx) }()
+	go func() { done <- r.Explain(mgr.Start(ctx)) }()
 	var once sync.Once
 	var err error
 	stop := func() error {
@@ -267,7 +281,7 @@ func runRunner(t *testing.T, ctx context.Context, r *Runner) func() error {
 	}
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
-			t.Errorf("Runner.Start: %v", err)
+			t.Errorf("manager: %v", err)
 		}
 	})
 	return stop

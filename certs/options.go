@@ -58,7 +58,7 @@ func NewOptions() *Options {
 
 // AddFlags registers the certificate flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.Var(modeValue{&o.Mode}, "cert-mode", "where the serving certificate comes from: files (--cert-dir only), self-managed (the server rotates it in --cert-secret) or cert-manager (watch --certificate)")
+	fs.Var(modeValue{&o.Mode}, "cert-mode", "where the serving certificate comes from: files (--cert-dir), self-managed (rotated in --cert-secret) or cert-manager (--certificate)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of --cert-secret and --certificate (default $POD_NAMESPACE)")
 	fs.StringVar(&o.Secret, "cert-secret", o.Secret, "self-managed: Secret in --namespace holding the CA and serving certificate (must exist; may be empty)")
 	fs.StringVar(&o.WebhookConfig, "webhook-config", o.WebhookConfig, "MutatingWebhookConfiguration whose caBundle is kept in sync (self-managed) or checked for the cainjector race (cert-manager)")

@@ -18,13 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // selfManaged is the thin glue around open-policy-agent/cert-controller's rotator,
@@ -57,30 +55,33 @@ import (
 // to the one Secret and the one configuration. No get, no create: the Secret is
 // rendered empty by the chart and must exist.
 type selfManaged struct {
-	mgr     manager.Manager
 	rotator *rotator.CertRotator
 	cert    *secretCert
 }
 
-func newSelfManaged(log logr.Logger, o *Options, cfg *rest.Config, certDir string) (*selfManaged, error) {
+// newSelfManaged adds the rotator and secretCert, with a cache holding only the
+// one Secret, to mgr.
+func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir string) (*selfManaged, error) {
 	if err := checkWritableDir(certDir); err != nil {
 		return nil, fmt.Errorf("--cert-mode=self-managed writes the serving certificate to --cert-dir: %w", err)
 	}
 	secretKey := types.NamespacedName{Namespace: o.Namespace, Name: o.Secret}
-	mgr, err := manager.New(cfg, manager.Options{
-		Logger: log,
-		// The manager's own cache holds only secretCert's informer: the one Secret.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+	// secretCert's own cache holds the one Secret.
+	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {
 				Namespaces: map[string]cache.Config{o.Namespace: {}},
 				Field:      fields.OneTermEqualSelector("metadata.name", o.Secret),
 			},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"}, // serve owns /metrics
-		HealthProbeBindAddress: "0",                                     // and /healthz, /readyz
-		LeaderElection:         false,
+		},
 	})
 	if err != nil {
+		return nil, fmt.Errorf("self-managed certificates: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
 	name := o.controllerName
@@ -106,23 +107,19 @@ func newSelfManaged(log logr.Logger, o *Options, cfg *rest.Config, certDir strin
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
 	cert := &secretCert{log: log, dir: certDir, key: secretKey}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cert.run(ctx, mgr.GetCache()) })); err != nil {
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cert.run(ctx, secrets) })); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
-	return &selfManaged{mgr: mgr, rotator: cr, cert: cert}, nil
+	return &selfManaged{rotator: cr, cert: cert}, nil
 }
 
-func (s *selfManaged) start(ctx context.Context) error {
-	err := s.mgr.Start(ctx)
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("self-managed certificates: Secret %s must exist, empty or not (the chart renders it; by hand: kubectl -n %s create secret generic %s): %w",
-			s.rotator.SecretKey, s.rotator.SecretKey.Namespace, s.rotator.SecretKey.Name, err)
-	default:
-		return fmt.Errorf("self-managed certificates: %w", err)
+// explain names the Secret when the manager stopped because it is missing.
+func (s *selfManaged) explain(err error) error {
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
 	}
+	return fmt.Errorf("self-managed certificates: Secret %s must exist, empty or not (the chart renders it; by hand: kubectl -n %s create secret generic %s): %w",
+		s.rotator.SecretKey, s.rotator.SecretKey.Namespace, s.rotator.SecretKey.Name, err)
 }
 
 func (s *selfManaged) checks() map[string]healthz.Checker {

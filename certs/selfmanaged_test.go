@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // selfManagedFixture is a namespace with the chart's empty Secret and a
@@ -73,11 +74,12 @@ func (f *selfManagedFixture) start(t *testing.T, name string) *instance {
 	t.Helper()
 	in := &instance{certDir: filepath.Join(t.TempDir(), "certs"), logs: &logBuffer{}} // created by Setup
 	var err error
-	in.runner, err = f.options(name).Setup(logf.IntoContext(context.Background(), in.logs.logger().WithName(name)), f.user, in.certDir)
+	var mgr manager.Manager
+	in.runner, mgr, err = setup(logf.IntoContext(context.Background(), in.logs.logger().WithName(name)), f.options(name), f.user, in.certDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.stop = runRunner(t, context.Background(), in.runner)
+	in.stop = runManager(t, context.Background(), mgr, in.runner)
 	return in
 }
 
@@ -294,7 +296,7 @@ func TestSelfManagedModeReplicas(t *testing.T) {
 	noRBACErrors(t, a, b)
 }
 
-// TestSelfManagedModeErrors: a missing Secret stops the runner with an error that
+// TestSelfManagedModeErrors: a missing Secret stops the manager with an error that
 // names it; a cert dir that cannot be written is refused by Setup.
 func TestSelfManagedModeErrors(t *testing.T) {
 	f := newSelfManagedFixture(t)
@@ -302,17 +304,17 @@ func TestSelfManagedModeErrors(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.options("file").Setup(context.Background(), f.user, filepath.Join(file, "certs")); err == nil || !strings.Contains(err.Error(), "--cert-dir") {
+	if _, _, err := setup(context.Background(), f.options("file"), f.user, filepath.Join(file, "certs")); err == nil || !strings.Contains(err.Error(), "--cert-dir") {
 		t.Errorf("Setup with a cert dir under a file: %v", err)
 	}
 
 	o := f.options("missing")
 	o.Secret = "does-not-exist"
-	r, err := o.Setup(context.Background(), f.user, t.TempDir())
+	r, mgr, err := setup(context.Background(), o, f.user, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Start(context.Background())
+	err = r.Explain(mgr.Start(context.Background()))
 	if err == nil || !strings.Contains(err.Error(), "Secret "+f.ns+"/does-not-exist must exist") {
 		t.Errorf("Start without the Secret: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -22,8 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
-
-	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
 func freePort(t *testing.T) int {
@@ -54,25 +51,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// serveChildEnv, when set, makes the test binary run `serve` with the JSON list
-// of arguments it holds instead of the tests (see TestMain): serve sets the
-// process-wide loggers, so it gets a process of its own, as in production.
-const serveChildEnv = "CERTS_TEST_SERVE_ARGS"
-
-// runServeChild is the child's side: serve until SIGTERM.
-func runServeChild(argsJSON string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+// buildServe builds the product binary, whose serve command the test runs
+// in a process of its own, as in production.
+func buildServe(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandbox-webhook")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/webhook").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the webhook: %v\n%s", err, out)
 	}
-	cmd := server.NewCommand(NewServeExtension())
-	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		return 1
-	}
-	return 0
+	return bin
 }
 
 // TestServeSelfManaged runs the real `serve` command with the certificate
@@ -95,7 +83,8 @@ func TestServeSelfManaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	port, health := freePort(t), freePort(t)
-	args, err := json.Marshal([]string{
+	args := []string{
+		"serve",
 		"--policy", filepath.Join("..", "examples", "policies", "memory"),
 		"--kubeconfig", kubeconfigPath,
 		"--cert-dir", filepath.Join(dir, "certs"),
@@ -104,13 +93,11 @@ func TestServeSelfManaged(t *testing.T) {
 		"--shutdown-delay", "0s",
 		"--namespace", f.ns, "--cert-secret", f.secret, "--webhook-config", f.mwc,
 		"--service-name", "sandbox-webhook", "--cert-extra-dns-name", "localhost",
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), serveChildEnv+"="+string(args), "POD_NAMESPACE=", server.EnvVar("cert-mode")+"=self-managed")
+	child := exec.Command(buildServe(t), args...)
+	// One certificate flag from its environment variable.
+	child.Env = append(os.Environ(), "POD_NAMESPACE=", "SANDBOX_WEBHOOK_CERT_MODE=self-managed")
 	stderr := &syncBuffer{}
 	child.Stdout, child.Stderr = io.Discard, stderr
 	if err := child.Start(); err != nil {
@@ -178,37 +165,32 @@ func TestServeSelfManaged(t *testing.T) {
 	}
 }
 
-// TestServeExtensionApply: files mode leaves serve alone; cert-manager mode adds
-// its readiness check and runnable but leaves the certificate to --cert-dir.
-func TestServeExtensionApply(t *testing.T) {
+// TestSetup: files mode sets nothing up; cert-manager mode adds its
+// readiness check but leaves the certificate to --cert-dir; incomplete flags
+// are refused.
+func TestSetup(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"} // never contacted: nothing is started
 
-	files := &ServeExtension{Options: &Options{Mode: ModeFiles}}
-	o := server.Options{CertDir: t.TempDir(), RESTConfig: cfg}
-	if err := files.Apply(context.Background(), &o); err != nil {
+	r, _, err := setup(context.Background(), &Options{Mode: ModeFiles}, cfg, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if o.GetCertificate != nil || len(o.ReadyChecks) != 0 || len(o.Runnables) != 0 {
-		t.Errorf("files mode changed serve's options: %+v", o)
+	if r.GetCertificate() != nil || len(r.ReadyChecks()) != 0 {
+		t.Errorf("files mode set up a certificate or checks: %v", r.ReadyChecks())
 	}
 
-	cm := &ServeExtension{Options: &Options{Mode: ModeCertManager, Namespace: "ns", Certificate: "crt", Registerer: prometheus.NewRegistry()}}
-	o = server.Options{CertDir: t.TempDir(), RESTConfig: cfg}
-	if err := cm.Apply(context.Background(), &o); err != nil {
+	o := &Options{Mode: ModeCertManager, Namespace: "ns", Certificate: "crt", Registerer: prometheus.NewRegistry()}
+	if r, _, err = setup(context.Background(), o, cfg, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	if o.GetCertificate != nil {
+	if r.GetCertificate() != nil {
 		t.Error("cert-manager mode must leave the certificate to serve's certwatcher")
 	}
-	if _, ok := o.ReadyChecks["cert-manager-certificate"]; !ok || len(o.ReadyChecks) != 1 {
-		t.Errorf("ReadyChecks = %v", o.ReadyChecks)
-	}
-	if _, ok := o.Runnables["certificates"]; !ok || len(o.Runnables) != 1 {
-		t.Errorf("Runnables = %v", o.Runnables)
+	if _, ok := r.ReadyChecks()["cert-manager-certificate"]; !ok || len(r.ReadyChecks()) != 1 {
+		t.Errorf("ReadyChecks = %v", r.ReadyChecks())
 	}
 
-	bad := &ServeExtension{Options: &Options{Mode: ModeSelfManaged}}
-	if err := bad.Apply(context.Background(), &server.Options{RESTConfig: cfg}); err == nil || !strings.Contains(err.Error(), "needs --cert-secret") {
-		t.Errorf("Apply with incomplete flags: %v", err)
+	if _, _, err := setup(context.Background(), &Options{Mode: ModeSelfManaged}, cfg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "needs --cert-secret") {
+		t.Errorf("Setup with incomplete flags: %v", err)
 	}
 }

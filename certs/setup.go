@@ -4,33 +4,33 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Runner is what serve runs for the chosen certificate mode.
+// Runner is what the chosen certificate mode gives serve besides the
+// runnables it adds to serve's manager.
 type Runner struct {
 	checks  map[string]healthz.Checker
-	start   func(ctx context.Context) error
 	getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	explain func(error) error
 }
 
-// Setup validates the options and prepares the chosen mode against the cluster
-// at cfg (unused in files mode, may be nil there). certDir is serve's --cert-dir.
-// The logger comes from ctx (controller-runtime's logf.FromContext). Nothing
-// talks to the apiserver until Runner.Start.
-func (o *Options) Setup(ctx context.Context, cfg *rest.Config, certDir string) (*Runner, error) {
+// Setup validates the options and adds the chosen mode's watchers to mgr,
+// serve's manager, which runs them with the webhook (files mode adds
+// nothing). certDir is serve's --cert-dir. The logger comes from ctx
+// (controller-runtime's logf.FromContext). Nothing talks to the apiserver
+// until mgr starts.
+func (o *Options) Setup(ctx context.Context, mgr manager.Manager, certDir string) (*Runner, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Mode != ModeFiles && cfg == nil {
-		return nil, fmt.Errorf("--cert-mode=%s needs a Kubernetes client configuration", o.Mode)
-	}
 	log := logf.FromContext(ctx).WithName("certs").WithValues("certMode", o.Mode)
-	r := &Runner{start: func(ctx context.Context) error { <-ctx.Done(); return nil }}
+	r := &Runner{explain: func(err error) error { return err }}
 	switch o.Mode {
 	case ModeCertManager:
 		reg := o.Registerer
@@ -41,17 +41,20 @@ func (o *Options) Setup(ctx context.Context, cfg *rest.Config, certDir string) (
 		if err != nil {
 			return nil, err
 		}
-		w, err := newCertManagerWatcher(log, o, cfg, m)
+		w, err := newCertManagerWatcher(log, o, mgr.GetConfig(), m)
 		if err != nil {
 			return nil, err
 		}
-		r.checks, r.start = w.checks(), w.start
+		if err := mgr.Add(manager.RunnableFunc(w.start)); err != nil {
+			return nil, fmt.Errorf("cert-manager mode: %w", err)
+		}
+		r.checks = w.checks()
 	case ModeSelfManaged:
-		s, err := newSelfManaged(log, o, cfg, certDir)
+		s, err := newSelfManaged(log, o, mgr, certDir)
 		if err != nil {
 			return nil, err
 		}
-		r.checks, r.start, r.getCert = s.checks(), s.start, s.cert.getCertificate
+		r.checks, r.getCert, r.explain = s.checks(), s.cert.getCertificate, s.explain
 	}
 	return r, nil
 }
@@ -60,22 +63,16 @@ func (o *Options) Setup(ctx context.Context, cfg *rest.Config, certDir string) (
 // cert-manager mode "cert-manager-certificate" (the Certificate is Ready), in
 // self-managed mode "cert-rotator" (certificate written, CA injected) and
 // "cert-secret" (the Secret's certificate is usable). Files mode has none.
-func (r *Runner) ReadyChecks() map[string]healthz.Checker {
-	out := make(map[string]healthz.Checker, len(r.checks))
-	for k, v := range r.checks {
-		out[k] = v
-	}
-	return out
-}
-
-// Start runs the mode's watchers until ctx is done; it returns nil then, and an
-// error when the mode cannot go on.
-func (r *Runner) Start(ctx context.Context) error { return r.start(ctx) }
+func (r *Runner) ReadyChecks() map[string]healthz.Checker { return maps.Clone(r.checks) }
 
 // GetCertificate is non-nil in self-managed mode: it returns the serving
-// certificate currently in the Secret (an error until Start has read one), for
-// the webhook's tls.Config instead of a certwatcher on --cert-dir. In the other
-// modes the server reads --cert-dir itself.
+// certificate currently in the Secret (an error until the manager has read
+// one), for the webhook's tls.Config instead of a certwatcher on --cert-dir.
+// In the other modes the server reads --cert-dir itself.
 func (r *Runner) GetCertificate() func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return r.getCert
 }
+
+// Explain returns err, an error the manager stopped with, with what the mode
+// knows of its cause (in self-managed mode: a missing Secret).
+func (r *Runner) Explain(err error) error { return r.explain(err) }

@@ -29,16 +29,16 @@ func TestArgsParseWithServe(t *testing.T) {
 			if err != nil || cmd.Name() != "serve" {
 				t.Fatalf("%q does not run serve: %v", args, err)
 			}
-			ext := certs.NewServeExtension()
-			serve := server.NewCommand(ext)
+			certOpts := certs.NewOptions()
+			serve := server.NewCommand(certOpts)
 			if err := serve.ParseFlags(rest); err != nil {
 				t.Fatalf("serve rejects the chart's args %q: %v", rest, err)
 			}
 			if n := serve.Flags().NArg(); n != 0 {
 				t.Errorf("serve takes no arguments; the chart passes %q", serve.Flags().Args())
 			}
-			ext.Options.Namespace = namespace
-			if err := ext.Options.Validate(); err != nil {
+			certOpts.Namespace = namespace
+			if err := certOpts.Validate(); err != nil {
 				t.Errorf("certificate flags %q: %v", rest, err)
 			}
 			if name == "allowedHostPaths" {
@@ -54,7 +54,7 @@ func TestArgsParseWithServe(t *testing.T) {
 // TestArgsParseRejectsUnknownFlag guards the test above: an unknown flag is an error.
 func TestArgsParseRejectsUnknownFlag(t *testing.T) {
 	args := deploymentContainer(t, mustRender(t, `server: {extraArgs: ["--no-such-flag=1"]}`)).Args
-	if err := server.NewCommand(certs.NewServeExtension()).ParseFlags(args[1:]); err == nil {
+	if err := server.NewCommand(nil).ParseFlags(args[1:]); err == nil {
 		t.Fatal("serve accepted --no-such-flag")
 	}
 }

@@ -12,7 +12,7 @@ import (
 // server, with the certificate modes plugged in, and the certificate tools.
 func extraCommands() []*cobra.Command {
 	return []*cobra.Command{
-		server.NewCommand(certs.NewServeExtension()),
+		server.NewCommand(certs.NewOptions()),
 		certs.NewCommand(),
 		mapexport.NewCommand(),
 	}

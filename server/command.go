@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -34,20 +34,6 @@ import (
 // EnvPrefix prefixes the environment variable of every serve flag:
 // --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
 const EnvPrefix = "SANDBOX_WEBHOOK_"
-
-// Extension adds flags to `serve` and, once flags, environment and config
-// file are resolved and before the server starts, adjusts its Options.
-//
-// The certificate modes plug in this way: AddFlags adds --cert-mode,
-// --cert-secret, --webhook-config, --service-name, --namespace and
-// --certificate (they get environment variables and config file keys like
-// every other flag); Apply, for a mode other than files, sets
-// Options.GetCertificate and adds what it needs to Options.ReadyChecks and
-// Options.Runnables (Options.RESTConfig is set by then).
-type Extension interface {
-	AddFlags(fs *pflag.FlagSet)
-	Apply(ctx context.Context, o *Options) error
-}
 
 // flagValues are the serve flags before they become Options.
 type flagValues struct {
@@ -75,9 +61,12 @@ type flagValues struct {
 	reloadInterval     time.Duration
 }
 
-// NewCommand returns the `serve` command. Extensions add their flags and
-// adjust the Options before the server starts.
-func NewCommand(exts ...Extension) *cobra.Command {
+// NewCommand returns the `serve` command, with the certificate flags of
+// certOpts (certs.NewOptions() when nil), which it fills.
+func NewCommand(certOpts *certs.Options) *cobra.Command {
+	if certOpts == nil {
+		certOpts = certs.NewOptions()
+	}
 	v := &flagValues{leakMitigation: mutate.LeakMitigationPolicy}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -103,9 +92,8 @@ the errors of the last rejected reload). Metrics port: /metrics.
 
 On SIGTERM the server turns not ready and closes keep-alive connections after
 each response, keeps answering for --shutdown-delay, then stops accepting and
-drains in-flight requests; a second signal exits at once. Request headers must
-arrive within 32s and idle keep-alive connections close after 90s
-(controller-runtime's server).`,
+drains in-flight requests; a second signal exits at once. Request heads must
+arrive within 10s and idle keep-alive connections close after 90s.`,
 		Example: `  sandbox-webhook serve --policy /etc/sandbox-webhook/policies --cert-dir /tls \
       --leak-mitigation-file /etc/sandbox-webhook/policies/leakMitigation`,
 		Args:         cobra.NoArgs,
@@ -142,11 +130,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 				<-ctx.Done()
 				stop()
 			}()
-			for _, e := range exts {
-				if err := e.Apply(ctx, &opts); err != nil {
-					return err
-				}
-			}
+			opts.Certificates = certOpts
 			return Run(ctx, opts)
 		},
 	}
@@ -175,9 +159,7 @@ arrive within 32s and idle keep-alive connections close after 90s
 	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
 	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
 	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
-	for _, e := range exts {
-		e.AddFlags(fs)
-	}
+	certOpts.AddFlags(fs)
 	return cmd
 }
 

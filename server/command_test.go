@@ -19,7 +19,7 @@ import (
 // file, and returns the resulting Options.
 func parse(t *testing.T, args []string, env map[string]string, config string) (Options, error) {
 	t.Helper()
-	cmd := NewCommand()
+	cmd := NewCommand(nil)
 	if config != "" {
 		path := filepath.Join(t.TempDir(), "config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
@@ -163,7 +163,7 @@ func TestBadSettings(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	cmd := NewCommand()
+	cmd := NewCommand(nil)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--help"})
@@ -190,7 +190,7 @@ func TestHelp(t *testing.T) {
 // TestServeCommandFailsFast runs the command with settings that cannot
 // work: it returns the error, it does not exit.
 func TestServeCommandFailsFast(t *testing.T) {
-	cmd := NewCommand()
+	cmd := NewCommand(nil)
 	var errOut bytes.Buffer
 	cmd.SetErr(&errOut)
 	cmd.SetOut(&errOut)

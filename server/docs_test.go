@@ -24,7 +24,7 @@ func TestDocs(t *testing.T) {
 	}
 	doc := string(raw)
 
-	NewCommand().Flags().VisitAll(func(f *pflag.Flag) {
+	NewCommand(nil).Flags().VisitAll(func(f *pflag.Flag) {
 		if !strings.Contains(doc, "`--"+f.Name+"`") {
 			t.Errorf("docs/serve.md does not document --%s", f.Name)
 		}
@@ -66,7 +66,7 @@ func TestDocs(t *testing.T) {
 	if block == nil {
 		t.Fatal("docs/serve.md has no example config file")
 	}
-	fs := NewCommand().Flags()
+	fs := NewCommand(nil).Flags()
 	if err := applyConfig(fs, "docs/serve.md", []byte(block[1])); err != nil {
 		t.Errorf("the example config file: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -108,7 +110,10 @@ func (s *server) ownReadyChecks() map[string]healthz.Checker {
 	}
 }
 
-func (s *server) healthMux() *http.ServeMux {
+// healthServer is the health port: /healthz, /readyz (with the pod-level
+// notice of ?verbose) and /status, run by the manager with its other HTTP
+// servers (started first, stopped last).
+func (s *server) healthServer(l net.Listener) *manager.Server {
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
 	ready := &healthz.Handler{Checks: s.readyChecks}
 	mux := http.NewServeMux()
@@ -118,7 +123,17 @@ func (s *server) healthMux() *http.ServeMux {
 	mux.Handle("/readyz", readyz)
 	mux.Handle("/readyz/", readyz)
 	mux.HandleFunc("/status", s.serveStatus)
-	return mux
+	return &manager.Server{
+		Name:     "health probes",
+		Listener: l,
+		Server: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       90 * time.Second,
+		},
+	}
 }
 
 func (s *server) status(r *http.Request) Status {

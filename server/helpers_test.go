@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
@@ -185,7 +186,9 @@ func newTestEnv(t testing.TB, configure func(*Options)) *testEnv {
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes"}},
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "own"}},
 		),
-		Logger: zap.New(zap.WriteTo(newTestWriter(t)), zap.UseDevMode(true)),
+		// The manager's: nothing it runs here talks to the apiserver.
+		RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"},
+		Logger:     zap.New(zap.WriteTo(newTestWriter(t)), zap.UseDevMode(true)),
 	}
 	e.pickPorts()
 	if configure != nil {
@@ -225,7 +228,7 @@ func (e *testEnv) start(before func(*server)) {
 		if err := e.opts.complete(); err != nil {
 			e.t.Fatal(err)
 		}
-		s, err := newServer(&e.opts)
+		s, err := newServer(context.Background(), &e.opts)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -3,22 +3,19 @@ package server
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 )
 
 // serverMetrics are the metrics of the server itself; the admission metrics
-// live in admission.Metrics. Both are registered in a registry private to one
-// server, served together with controller-runtime's own registry (webhook
-// latency, certificate reads) on /metrics.
+// live in admission.Metrics. Both are registered through the server's
+// registry.
 type serverMetrics struct {
 	reloads         *prometheus.CounterVec
 	reloadErrors    *prometheus.CounterVec
@@ -118,20 +115,65 @@ func (m *serverMetrics) certificateNotAfter() time.Time {
 	return m.notAfter
 }
 
-// metricsHandler serves reg together with controller-runtime's registry.
-// Go and process metrics are added to reg unless controller-runtime's
-// registry already has them.
-func metricsHandler(reg *prometheus.Registry) http.Handler {
-	if !gathers(ctrlmetrics.Registry, "go_goroutines") {
-		reg.MustRegister(collectors.NewGoCollector())
-	}
-	if !gathers(ctrlmetrics.Registry, "process_start_time_seconds") {
-		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
-	return promhttp.HandlerFor(prometheus.Gatherers{reg, ctrlmetrics.Registry}, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+// registry registers the server's metrics in controller-runtime's registry,
+// which the manager's metrics server serves with controller-runtime's own
+// (webhook latency, certificate reads) and the Go and process metrics, and
+// takes them out again when the server stops, so that one process can run
+// servers one after the other (the tests do).
+type registry struct {
+	mu         sync.Mutex
+	collectors []prometheus.Collector
 }
+
+var _ prometheus.Registerer = (*registry)(nil)
+
+func (r *registry) Register(c prometheus.Collector) error {
+	if err := ctrlmetrics.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+func (r *registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *registry) Unregister(c prometheus.Collector) bool {
+	return ctrlmetrics.Registry.Unregister(c)
+}
+
+func (r *registry) unregisterAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.collectors {
+		ctrlmetrics.Registry.Unregister(c)
+	}
+	r.collectors = nil
+}
+
+// addRuntimeMetrics adds the Go and process metrics to controller-runtime's
+// registry, once per process, unless something there has them already.
+var addRuntimeMetrics = sync.OnceValue(func() error {
+	for name, c := range map[string]prometheus.Collector{
+		"go_goroutines":              collectors.NewGoCollector(),
+		"process_start_time_seconds": collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if gathers(ctrlmetrics.Registry, name) {
+			continue
+		}
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+})
 
 func gathers(g prometheus.Gatherer, name string) bool {
 	mfs, err := g.Gather()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,8 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -22,21 +21,12 @@ import (
 // update carries two.
 const maxRequestBytesBound = 7 << 20
 
-// Runnable is a component started with the server and stopped, by cancelling
-// ctx, after the webhook server has drained. An error it returns while the
-// server runs stops the server.
-type Runnable func(ctx context.Context) error
-
 // Options configure Run. NewCommand fills them from flags, environment and
 // config file; tests fill them directly.
 type Options struct {
 	// PolicyPaths are policy files or directories of policy files. They
 	// are watched and reloaded.
 	PolicyPaths []string
-	// LoadPolicies loads a policy set from PolicyPaths. Default:
-	// policy.Load, which refuses an empty set, or policy.LoadAllowEmpty
-	// with AllowEmptyPolicies.
-	LoadPolicies func(paths ...string) (*policy.Set, error)
 	// AllowEmptyPolicies accepts a policy set with no policy (every pod is
 	// then admitted unchanged). Without it, an empty file or a directory
 	// without policy files is an invalid set.
@@ -61,7 +51,7 @@ type Options struct {
 	ClusterProbeInterval time.Duration
 
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
-	// Unused when GetCertificate is set.
+	// In self-managed mode the certificate mode writes them there.
 	CertDir string
 	// BindAddress and Port are where the webhook listens (HTTPS).
 	BindAddress string
@@ -95,24 +85,14 @@ type Options struct {
 	// /metrics (the PodLevelResources gate). When nil, one is
 	// made from RESTConfig.
 	KubeClient kubernetes.Interface
+	// RESTConfig is the manager's (and the certificate mode's) client
+	// configuration; required.
 	RESTConfig *rest.Config
 
 	Logger logr.Logger
 
-	// Extension points for the certificate modes (certs/), set by an
-	// Extension's Apply before Run:
-	//
-	// GetCertificate, when set, serves the certificate instead of the
-	// CertDir watcher. It is also called with an empty ClientHelloInfo by
-	// the "certificate" readiness check and for the not-after metric.
-	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// TLSOpts are applied to the webhook's tls.Config after the server's
-	// own settings (minimum version, HTTP/1.1, GetCertificate).
-	TLSOpts []func(*tls.Config)
-	// ReadyChecks are added to /readyz (and /status) by name.
-	ReadyChecks map[string]healthz.Checker
-	// Runnables are started with the server and stopped after it drained.
-	Runnables map[string]Runnable
+	// Certificates is the certificate mode; nil is files mode (CertDir).
+	Certificates *certs.Options
 }
 
 // complete defaults unset fields and checks the rest.
@@ -120,12 +100,6 @@ func (o *Options) complete() error {
 	var errs []error
 	if len(o.PolicyPaths) == 0 {
 		errs = append(errs, errors.New("at least one --policy file or directory is required"))
-	}
-	if o.LoadPolicies == nil {
-		o.LoadPolicies = policy.Load
-		if o.AllowEmptyPolicies {
-			o.LoadPolicies = policy.LoadAllowEmpty
-		}
 	}
 	if o.LeakMitigation == "" {
 		o.LeakMitigation = mutate.LeakMitigationPolicy
@@ -139,7 +113,7 @@ func (o *Options) complete() error {
 	if o.ClusterProbeInterval <= 0 {
 		o.ClusterProbeInterval = 5 * time.Minute
 	}
-	if o.GetCertificate == nil && o.CertDir == "" {
+	if o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir is required"))
 	}
 	if o.CertDir != "" {
@@ -184,11 +158,20 @@ func (o *Options) complete() error {
 	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != "" && o.MetricsBindAddress == o.HealthProbeBindAddress {
 		errs = append(errs, fmt.Errorf("--metrics-bind-address and --health-probe-bind-address are both %q", o.MetricsBindAddress))
 	}
-	if o.KubeClient == nil && o.RESTConfig == nil {
+	if o.RESTConfig == nil {
 		errs = append(errs, errors.New("no Kubernetes client configuration"))
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
 	return errors.Join(errs...)
+}
+
+// loadPolicies is policy.Load, which refuses an empty set, or
+// policy.LoadAllowEmpty with AllowEmptyPolicies.
+func (o *Options) loadPolicies() func(paths ...string) (*policy.Set, error) {
+	if o.AllowEmptyPolicies {
+		return policy.LoadAllowEmpty
+	}
+	return policy.Load
 }

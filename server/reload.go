@@ -75,7 +75,7 @@ func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *server
 	return &reloader{
 		log:      o.Logger.WithName("reload"),
 		paths:    slices.Clone(o.PolicyPaths),
-		load:     allowHostPaths(o.LoadPolicies, slices.Clone(o.AllowedHostPaths)),
+		load:     allowHostPaths(o.loadPolicies(), slices.Clone(o.AllowedHostPaths)),
 		leakFile: o.LeakMitigationFile,
 		exclude:  slices.Clone(o.ExcludeNamespaces),
 		interval: o.ReloadInterval,

@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // TestUnrelatedWritesNeitherStarveNorFeedReloads lays files out as the demo
@@ -47,7 +46,6 @@ func TestUnrelatedWritesNeitherStarveNorFeedReloads(t *testing.T) {
 	var config atomic.Pointer[admission.Config]
 	o := &Options{
 		PolicyPaths:        []string{policyDir},
-		LoadPolicies:       policy.Load,
 		LeakMitigation:     mutate.LeakMitigationPolicy,
 		LeakMitigationFile: leak,
 		ReloadInterval:     time.Hour,
@@ -196,7 +194,7 @@ func TestInvalidAtStartSaysNotReady(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := &Options{PolicyPaths: []string{dir}, AllowEmptyPolicies: tt.allowEmpty, Logger: log, KubeClient: fake.NewClientset(), CertDir: "x", Port: 1}
+			o := &Options{PolicyPaths: []string{dir}, AllowEmptyPolicies: tt.allowEmpty, Logger: log, RESTConfig: &rest.Config{}, CertDir: "x", Port: 1}
 			if err := o.complete(); err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 func TestPolicyReload(t *testing.T) {
@@ -237,7 +236,7 @@ func TestReloadsNeverMix(t *testing.T) {
 	}
 	writeFile(t, file, version("a"))
 	var config atomic.Pointer[admission.Config]
-	o := &Options{PolicyPaths: []string{dir}, LoadPolicies: policy.Load, LeakMitigation: mutate.LeakMitigationPolicy, Logger: logr.Discard()}
+	o := &Options{PolicyPaths: []string{dir}, LeakMitigation: mutate.LeakMitigationPolicy, Logger: logr.Discard()}
 	reg := prometheus.NewRegistry()
 	r := newReloader(o, &config, newServerMetrics(reg))
 	r.reload()

@@ -1,7 +1,7 @@
-// Package server is `sandbox-webhook serve`: controller-runtime's webhook
-// server with the admission handler at /mutate-v1-pod, hot-reloaded policy
-// files, a namespace cache, health and status endpoints, Prometheus metrics
-// and a graceful shutdown.
+// Package server is `sandbox-webhook serve`: one controller-runtime manager
+// running the webhook server with the admission handler at /mutate-v1-pod,
+// hot-reloaded policy files, a namespace cache, the certificate mode, health
+// and status endpoints, Prometheus metrics and a graceful shutdown.
 package server
 
 import (
@@ -11,43 +11,50 @@ import (
 	"fmt"
 	stdlog "log"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 )
 
 // Run serves admissions until ctx ends, then shuts down gracefully: it turns
 // not ready and answers with "Connection: close" at once, keeps answering for
-// ShutdownDelay, then closes the listener, waits for in-flight reviews to be
-// answered (controller-runtime's server gives them up to a minute) and
-// closes the remaining connections.
+// ShutdownDelay, then stops the manager, which closes the webhook listener,
+// waits for in-flight reviews to be answered (up to drainTimeout) and closes
+// the remaining connections.
 func Run(ctx context.Context, o Options) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
-	s, err := newServer(&o)
+	s, err := newServer(ctx, &o)
 	if err != nil {
 		return err
 	}
 	return s.run(ctx)
 }
 
+// server is one controller-runtime manager running everything serve does:
+// the webhook server (webhookServer, the manager's WebhookServer), the
+// health port (a manager.Server), the metrics on the manager's metrics
+// server, the policy reloader, the namespace cache, the cluster probe, the
+// certificate watcher or the certificate mode's watchers.
 type server struct {
 	opts       *Options
 	log        logr.Logger
-	registry   *prometheus.Registry
+	mgr        manager.Manager
+	registry   *registry
 	metrics    *serverMetrics
 	admission  *admission.Metrics
 	config     atomic.Pointer[admission.Config]
@@ -57,9 +64,9 @@ type server struct {
 	// lookup is what the handler reads namespaces through.
 	lookup      admission.NamespaceLookup
 	getCert     func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	webhook     webhook.Server
+	webhook     *webhookServer
+	certs       *certs.Runner
 	readyChecks map[string]healthz.Checker
-	runnables   map[string]Runnable
 	draining    atomic.Bool
 	// budget bounds the request bodies held at once.
 	budget *requestBudget
@@ -67,14 +74,20 @@ type server struct {
 	after func(time.Duration) <-chan time.Time
 }
 
-func newServer(o *Options) (*server, error) {
+// drainTimeout bounds how long the stopping webhook server waits for the
+// requests in flight.
+const drainTimeout = time.Minute
+
+func newServer(ctx context.Context, o *Options) (*server, error) {
 	s := &server{
-		opts:      o,
-		log:       o.Logger,
-		registry:  prometheus.NewRegistry(),
-		runnables: map[string]Runnable{},
-		after:     time.After,
-		budget:    newRequestBudget(o.MaxBufferedBytes, o.MaxInFlight),
+		opts:     o,
+		log:      o.Logger,
+		registry: &registry{},
+		after:    time.After,
+		budget:   newRequestBudget(o.MaxBufferedBytes, o.MaxInFlight),
+	}
+	if err := addRuntimeMetrics(); err != nil {
+		return nil, err
 	}
 	s.metrics = newServerMetrics(s.registry)
 	s.admission = admission.NewMetrics(s.registry)
@@ -97,31 +110,87 @@ func newServer(o *Options) (*server, error) {
 	}
 	s.lookup = s.namespaces.Lookup
 
-	getCert := o.GetCertificate
-	if getCert == nil {
-		// The same watcher controller-runtime would start from CertDir,
-		// owned here so that readiness and the not-after metric see the
-		// certificate actually served.
-		cw, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
-		if err != nil {
-			return nil, fmt.Errorf("loading the serving certificate from --cert-dir %s: %w", o.CertDir, err)
-		}
-		cw.RegisterCallback(func(c tls.Certificate) { s.metrics.observeCertificate(&c) })
-		getCert = cw.GetCertificate
-		s.runnables["certwatcher"] = cw.Start
+	s.webhook = newWebhookServer(webhook.Options{
+		Host:    o.BindAddress,
+		Port:    o.Port,
+		TLSOpts: []func(*tls.Config){s.tlsConfig},
+	}, httpErrorLog(o.Logger))
+	metricsAddress := o.MetricsBindAddress
+	if metricsAddress == "" {
+		metricsAddress = "0"
+	}
+	grace := drainTimeout + 10*time.Second
+	mgr, err := manager.New(o.RESTConfig, manager.Options{
+		Logger:  o.Logger,
+		Metrics: metricsserver.Options{BindAddress: metricsAddress},
+		// The health port is s.healthServer: besides /healthz and /readyz
+		// it serves /status and the pod-level notice of /readyz?verbose,
+		// which the manager's probe server has no room for.
+		HealthProbeBindAddress:  "0",
+		WebhookServer:           s.webhook,
+		GracefulShutdownTimeout: &grace,
+	})
+	if err != nil {
+		s.registry.unregisterAll()
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	s.mgr = mgr
+
+	getCert, err := s.setupCertificates(ctx)
+	if err != nil {
+		s.registry.unregisterAll()
+		return nil, err
 	}
 	s.getCert = s.recordCertificate(getCert)
 
-	s.runnables["policy-reloader"] = s.reloader.run
-	s.runnables["namespace-cache"] = s.namespaces.run
-	s.runnables["cluster-probe"] = s.cluster.run
-	for name, r := range o.Runnables {
-		if _, dup := s.runnables[name]; dup {
-			return nil, fmt.Errorf("runnable %q is already defined by the server", name)
+	for _, r := range []manager.Runnable{
+		manager.RunnableFunc(s.reloader.run),
+		manager.RunnableFunc(s.namespaces.run),
+		manager.RunnableFunc(s.cluster.run),
+	} {
+		if err := mgr.Add(r); err != nil {
+			s.registry.unregisterAll()
+			return nil, err
 		}
-		s.runnables[name] = r
 	}
 	return s, nil
+}
+
+// setupCertificates sets up the certificate mode on the manager and the
+// readiness checks, and returns where the serving certificate comes from.
+func (s *server) setupCertificates(ctx context.Context) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	o := s.opts
+	s.readyChecks = s.ownReadyChecks()
+	mode := o.Certificates
+	if mode == nil {
+		mode = certs.NewOptions()
+	}
+	r, err := mode.Setup(logf.IntoContext(ctx, o.Logger), s.mgr, o.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	s.certs = r
+	for name, c := range r.ReadyChecks() {
+		if _, dup := s.readyChecks[name]; dup {
+			return nil, fmt.Errorf("readiness check %q is defined twice", name)
+		}
+		s.readyChecks[name] = c
+	}
+	if get := r.GetCertificate(); get != nil {
+		return get, nil
+	}
+	// The same watcher controller-runtime would start from CertDir, owned
+	// here so that readiness and the not-after metric see the certificate
+	// actually served.
+	cw, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
+	if err != nil {
+		return nil, fmt.Errorf("loading the serving certificate from --cert-dir %s: %w", o.CertDir, err)
+	}
+	cw.RegisterCallback(func(c tls.Certificate) { s.metrics.observeCertificate(&c) })
+	if err := s.mgr.Add(cw); err != nil {
+		return nil, err
+	}
+	return cw.GetCertificate, nil
 }
 
 // recordCertificate wraps get so that the expiry of every new certificate it
@@ -164,104 +233,50 @@ var tls12CipherSuites = []uint16{
 func (s *server) run(ctx context.Context) error {
 	log := s.log
 	o := s.opts
+	defer s.registry.unregisterAll()
 
-	s.webhook = newWebhookServer(webhook.Options{
-		Host:    o.BindAddress,
-		Port:    o.Port,
-		TLSOpts: append([]func(*tls.Config){s.tlsConfig}, o.TLSOpts...),
-	}, httpErrorLog(log))
-	handler := admission.NewHandler(&s.config, s.lookup, s.admission)
-	s.webhook.Register(admission.Path, s.guard(handler.Review(log)))
-
-	s.readyChecks = s.ownReadyChecks()
-	for name, c := range o.ReadyChecks {
-		if _, dup := s.readyChecks[name]; dup {
-			return fmt.Errorf("readiness check %q is already defined by the server", name)
+	s.mgr.GetWebhookServer().Register(admission.Path, s.guard(admission.NewHandler(&s.config, s.lookup, s.admission).Review(log)))
+	// Listen on the health port first so that a clash fails at once.
+	if a := o.HealthProbeBindAddress; a != "" && a != "0" {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("listening for health probes on %s: %w", a, err)
 		}
-		s.readyChecks[name] = c
+		if err := s.mgr.Add(s.healthServer(l)); err != nil {
+			_ = l.Close()
+			return err
+		}
 	}
 
 	// The first read; a failure is logged and shown, and the server stays
 	// unready until a later read succeeds.
 	s.reloader.start()
+	defer s.reloader.stop()
 	if _, err := s.getCert(&tls.ClientHelloInfo{}); err != nil {
 		log.Error(err, "No serving certificate yet")
 	}
 
-	// Listen on the side ports first so that a clash fails at once.
-	var sides []*http.Server
-	var listeners []net.Listener
-	for _, side := range []struct {
-		name, addr string
-		handler    http.Handler
-	}{
-		{"health probes", o.HealthProbeBindAddress, s.healthMux()},
-		{"metrics", o.MetricsBindAddress, metricsMux(s.registry)},
-	} {
-		if side.addr == "0" || side.addr == "" {
-			continue
-		}
-		l, err := net.Listen("tcp", side.addr)
-		if err != nil {
-			for _, l := range listeners {
-				_ = l.Close()
-			}
-			s.reloader.stop()
-			return fmt.Errorf("listening for %s on %s: %w", side.name, side.addr, err)
-		}
-		log.Info("Listening", "for", side.name, "address", l.Addr().String())
-		listeners = append(listeners, l)
-		sides = append(sides, &http.Server{
-			Handler:           side.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       90 * time.Second,
-		})
-	}
-
-	// Everything but the webhook listener runs under bg, which ends only
-	// after the webhook server drained.
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	errc := make(chan error, len(s.runnables)+len(sides))
-	var wg sync.WaitGroup
-	for name, r := range s.runnables {
-		wg.Go(func() {
-			if err := r(bg); err != nil && bg.Err() == nil {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		})
-	}
-	for i, srv := range sides {
-		wg.Go(func() {
-			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		})
-	}
-
-	whCtx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWebhook()
-	whDone := make(chan error, 1)
-	go func() { whDone <- s.webhook.Start(whCtx) }()
+	// The manager runs until the shutdown delay has passed, not ctx.
+	mgrCtx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopManager()
+	done := make(chan error, 1)
+	go func() { done <- s.mgr.Start(mgrCtx) }()
 	log.Info("Serving admissions", "address", net.JoinHostPort(o.BindAddress, fmt.Sprint(o.Port)), "path", admission.Path,
 		"policies", o.PolicyPaths, "tlsMinVersion", tls.VersionName(o.TLSMinVersion), "maxRequestBytes", o.MaxRequestBytes,
 		"maxBufferedBytes", o.MaxBufferedBytes, "maxInFlight", o.MaxInFlight)
 
-	webhookStopped := func(err error) error {
-		whDone = nil
+	stopped := func(err error) error {
+		done = nil
 		if err == nil {
-			return errors.New("the webhook server stopped unexpectedly")
+			return errors.New("the manager stopped unexpectedly")
 		}
-		return fmt.Errorf("webhook server: %w", err)
+		return s.certs.Explain(err)
 	}
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-errc:
-	case err := <-whDone:
-		runErr = webhookStopped(err)
+	case err := <-done:
+		runErr = stopped(err)
 	}
 
 	s.draining.Store(true)
@@ -270,28 +285,20 @@ func (s *server) run(ctx context.Context) error {
 			"delay", o.ShutdownDelay.String())
 		select {
 		case <-s.after(o.ShutdownDelay):
-		case runErr = <-errc:
-		case err := <-whDone:
-			runErr = webhookStopped(err)
+		case err := <-done:
+			runErr = stopped(err)
 		}
 	}
 	if runErr != nil {
 		log.Error(runErr, "Shutting down after an error")
 	}
-	log.Info("Closing the webhook listener and draining in-flight requests")
-	stopWebhook()
-	if whDone != nil {
-		if err := <-whDone; err != nil && runErr == nil {
-			runErr = fmt.Errorf("webhook server: %w", err)
+	if done != nil {
+		log.Info("Closing the webhook listener and draining in-flight requests")
+		stopManager()
+		if err := <-done; err != nil && runErr == nil {
+			runErr = s.certs.Explain(err)
 		}
 	}
-	stopBG()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, srv := range sides {
-		_ = srv.Shutdown(shutdownCtx)
-	}
-	wg.Wait()
 	log.Info("Stopped")
 	return runErr
 }
@@ -308,10 +315,4 @@ type logWriter struct{ log logr.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.log.Info(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-func metricsMux(reg *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(reg))
-	return mux
 }

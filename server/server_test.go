@@ -207,7 +207,7 @@ func TestOptionsValidation(t *testing.T) {
 	}{
 		{"no policy", func(o *Options) { o.PolicyPaths = nil }, "at least one --policy"},
 		{"no kube", func(o *Options) {}, "no Kubernetes client configuration"},
-		{"body limit above controller-runtime's", func(o *Options) { o.MaxRequestBytes = 8 << 20 }, "--max-request-bytes 8388608"},
+		{"body limit above its bound", func(o *Options) { o.MaxRequestBytes = 8 << 20 }, "--max-request-bytes 8388608"},
 		{"body limit at its bound", func(o *Options) { o.MaxRequestBytes = 7 << 20 }, "must be between 1 and 7340031"},
 		{"bad leak mitigation", func(o *Options) { o.LeakMitigation = "maybe" }, `--leak-mitigation "maybe"`},
 		{"TLS 1.1", func(o *Options) { o.TLSMinVersion = tls.VersionTLS11 }, "--tls-min-version"},
@@ -224,8 +224,7 @@ func TestOptionsValidation(t *testing.T) {
 		})
 	}
 	o := base()
-	o.RESTConfig = nil
-	o.KubeClient = newTestEnv(t, nil).opts.KubeClient
+	o.RESTConfig = newTestEnv(t, nil).opts.RESTConfig
 	if err := o.complete(); err != nil {
 		t.Fatal(err)
 	}

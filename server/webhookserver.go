@@ -31,8 +31,8 @@ const readHeaderTimeout = 10 * time.Second
 // 1 MiB of headers per connection and 32 s to send them, so a few hundred
 // connections pin hundreds of MiB. The rest is the same: TLS from TLSOpts
 // (GetCertificate is required), the started check, and on ctx's end a
-// graceful shutdown that waits up to a minute for requests in flight. It is a
-// webhook.Server, so it can be a Manager's WebhookServer.
+// graceful shutdown that waits up to drainTimeout for requests in flight. It
+// is the manager's WebhookServer.
 type webhookServer struct {
 	*webhook.DefaultServer
 	// errorLog receives the http.Server's own errors (failed handshakes,
@@ -68,7 +68,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	}
 	l, err := tls.Listen("tcp", s.addr(), cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("webhook server: %w", err)
 	}
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -82,7 +82,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	go func() {
 		defer close(closed)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
