@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -190,6 +191,18 @@ func TestHelp(t *testing.T) {
 // TestServeCommandFailsFast runs the command with settings that cannot
 // work: it returns the error, it does not exit.
 func TestServeCommandFailsFast(t *testing.T) {
+	// The command sets the process's loggers, which goroutines of the
+	// stopped managers of earlier tests (their event recorders') still
+	// read: it runs in a process of its own, as in production.
+	const child = "SERVE_TEST_FAILS_FAST_CHILD"
+	if os.Getenv(child) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestServeCommandFailsFast$", "-test.count=1")
+		cmd.Env = append(os.Environ(), child+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
 	cmd := NewCommand(nil)
 	var errOut bytes.Buffer
 	cmd.SetErr(&errOut)

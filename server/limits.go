@@ -89,10 +89,3 @@ func (b *requestBudget) release(n int64) {
 	close(b.freed)
 	b.freed = make(chan struct{})
 }
-
-// held returns the bytes and requests held now.
-func (b *requestBudget) held() (int64, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.bytes, b.requests
-}

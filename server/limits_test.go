@@ -171,3 +171,10 @@ func rawConn(t *testing.T, e *testEnv) *tls.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// held returns the bytes and requests held now (for the tests).
+func (b *requestBudget) held() (int64, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bytes, b.requests
+}
