@@ -1,3 +1,5 @@
+//go:build nodee2e
+
 package harness
 
 import (
