@@ -21,8 +21,8 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
 )
 
-// TestAPIServerSendsTypedEncoding checks what the webhook's fast path is
-// built on (admission.serveFast, mutate.Patch): the pod in an AdmissionReview
+// TestAPIServerSendsTypedEncoding checks what the webhook's admission path
+// is built on (admission.Handler.Review, mutate.Patch): the pod in an AdmissionReview
 // from kube-apiserver is byte for byte the typed encoding of the decoded pod,
 // so the patch is built from the regions the core changed and no document is
 // diffed whole. A recording webhook receives the creates of the benchmark pods
