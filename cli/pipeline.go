@@ -421,6 +421,7 @@ func (*yamlOutput) close() error         { return nil }
 // its items come, exactly as json.MarshalIndent of the whole List.
 type jsonOutput struct {
 	w     *bufio.Writer
+	enc   indentedJSON
 	items int
 	after map[string]any
 }
@@ -428,7 +429,7 @@ type jsonOutput struct {
 func (j *jsonOutput) writer() io.Writer { return j.w }
 
 func (j *jsonOutput) object(doc map[string]any) error {
-	b, err := json.MarshalIndent(doc, "", "  ")
+	b, err := j.enc.marshal(doc, "")
 	if err != nil {
 		return err
 	}
@@ -441,7 +442,7 @@ func (j *jsonOutput) field(k string, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(v, "  ", "  ")
+	b, err := j.enc.marshal(v, "  ")
 	if err != nil {
 		return err
 	}
@@ -471,7 +472,7 @@ func (j *jsonOutput) listItem(item any) error {
 		_ = j.w.WriteByte(',')
 	}
 	j.items++
-	b, err := json.MarshalIndent(item, "    ", "  ")
+	b, err := j.enc.marshal(item, "    ")
 	if err != nil {
 		return err
 	}
