@@ -268,7 +268,8 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if !p.result.Changed {
 		return p, nil
 	}
-	ops, err := mutate.Patch(obj.patchBase(raw, pod), pod, p.result.Pod)
+	base, typed := obj.patchBase(raw, pod)
+	ops, err := mutate.PatchEncoded(base, typed, pod, p.result.Pod)
 	if err != nil {
 		return nil, err
 	}

@@ -101,15 +101,19 @@ func (o object) podJSON() ([]byte, error) {
 // operations from the regions the core changed instead of decoding and
 // diffing both whole documents. A pod without a status counts as one with
 // an empty status: the diff drops the addition of an empty object.
-func (o object) patchBase(raw []byte, pod *corev1.Pod) []byte {
-	typed, err := json.Marshal(pod)
+//
+// typed reports which it returns, for mutate.PatchEncoded: raw itself is
+// never the typed encoding when the typed encoding does not hold what raw
+// holds, so Patch need not encode pod a second time to find out.
+func (o object) patchBase(raw []byte, pod *corev1.Pod) (base []byte, typed bool) {
+	enc, err := json.Marshal(pod)
 	if err != nil {
-		return raw
+		return raw, false
 	}
-	if rest, ok := matchJSON(typed, o.podValue(), true); !ok || len(rest) != 0 {
-		return raw
+	if rest, ok := matchJSON(enc, o.podValue(), true); !ok || len(rest) != 0 {
+		return raw, false
 	}
-	return typed
+	return enc, true
 }
 
 // matchJSON reports whether the JSON value at the start of b, as

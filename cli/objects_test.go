@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,8 +65,8 @@ func TestPatchBase(t *testing.T) {
 				}
 				ns := mutate.Namespace{Name: "sandboxes", Labels: map[string]string{"kubernetes.io/metadata.name": "sandboxes"}}
 				r := mutate.Pod(in, ns, set, mutate.Options{})
-				base := o.patchBase(raw, in)
-				if bytes.Equal(base, raw) {
+				base, typed := o.patchBase(raw, in)
+				if bytes.Equal(base, raw) || !typed {
 					t.Errorf("%s %s (%s): patchBase kept the object's own JSON, not the typed encoding", dir, f, o.doc["kind"])
 				}
 				if !r.Changed {
@@ -75,9 +76,12 @@ func TestPatchBase(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := mutate.Patch(base, in, r.Pod)
+				got, err := mutate.PatchEncoded(base, typed, in, r.Pod)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if viaPatch, err := mutate.Patch(base, in, r.Pod); err != nil || !reflect.DeepEqual(got, viaPatch) {
+					t.Errorf("%s %s (%s): PatchEncoded differs from Patch on the same base (%v)", dir, f, o.doc["kind"], err)
 				}
 				if got, err = genericOps(got); err != nil {
 					t.Fatal(err)

@@ -39,6 +39,14 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 	if err != nil {
 		return nil, err
 	}
+	return PatchEncoded(raw, typed, original, mutated)
+}
+
+// PatchEncoded is Patch for a caller that has encoded original itself:
+// typed reports whether raw is byte for byte original's typed encoding
+// (encoding/json's, as Patch finds by encoding original again). It gives
+// the operations Patch gives for the same raw.
+func PatchEncoded(raw []byte, typed bool, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
 	if typed {
 		ops, ok, err := regionPatch(original, mutated)
 		if err != nil {

@@ -112,6 +112,19 @@ func checkRegions(t *testing.T, name string, pod *corev1.Pod, ns Namespace, set 
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, typed := range []bool{true, false} {
+		got, err := PatchEncoded(raw, typed, original, res.Pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := ops
+		if !typed {
+			exp = want
+		}
+		if !reflect.DeepEqual(got, exp) {
+			t.Fatalf("%s: PatchEncoded(typed=%v) differs from Patch:\n%s", name, typed, cmp.Diff(exp, got))
+		}
+	}
 	if got, exp := normalize(t, ops), normalize(t, want); !reflect.DeepEqual(got, exp) {
 		t.Fatalf("%s: the region patch differs from the whole-document diff (-diff +regions):\n%s", name, cmp.Diff(exp, got))
 	}
