@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
 )
 
 // patchOp is one JSONPatch operation, its value as encoding/json decodes it.
@@ -26,6 +28,23 @@ func applyPatch(doc map[string]any, patch []byte) error {
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		return err
 	}
+	return applyOps(doc, ops)
+}
+
+// patchOps returns ops, whose values are as encoding/json decodes them
+// (genericOps), as applyOps takes them, without encoding and decoding
+// them again.
+func patchOps(ops []jsonpatch.Operation) []patchOp {
+	out := make([]patchOp, len(ops))
+	for i, op := range ops {
+		out[i] = patchOp{Op: op.Operation, Path: op.Path, Value: op.Value}
+	}
+	return out
+}
+
+// applyOps is applyPatch for decoded operations; their values become
+// part of doc.
+func applyOps(doc map[string]any, ops []patchOp) error {
 	for _, op := range ops {
 		switch op.Op {
 		case "add", "replace", "remove":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -276,23 +277,24 @@ func dryRunObject(obj object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if ops, err = genericOps(ops); err != nil {
 		return nil, err
 	}
-	opsJSON, err := json.Marshal(ops)
+	// The patch is reported relative to the object, as it applies to the
+	// input, and written before it is applied: its values go into the
+	// object.
+	reported := ops
+	if obj.templatePath != "" {
+		reported = slices.Clone(ops)
+		for i := range reported {
+			reported[i].Path = obj.templatePath + reported[i].Path
+		}
+	}
+	opsJSON, err := json.Marshal(reported)
 	if err != nil {
 		return nil, err
 	}
-	if err := applyPatch(obj.podMap(), opsJSON); err != nil {
+	if err := applyOps(obj.podMap(), patchOps(ops)); err != nil {
 		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
 	}
 	p.changed = true
-	// Report the patch relative to the object, as it applies to the input.
-	if obj.templatePath != "" {
-		for i := range ops {
-			ops[i].Path = obj.templatePath + ops[i].Path
-		}
-		if opsJSON, err = json.Marshal(ops); err != nil {
-			return nil, err
-		}
-	}
 	p.patch = opsJSON
 	return p, nil
 }
