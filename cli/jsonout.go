@@ -14,10 +14,23 @@ import (
 // pass. A string that is not printable ASCII free of what encoding/json
 // escapes, and a number it would write with an exponent, are written by
 // encoding/json itself; any other type makes it report false, and the
-// caller uses MarshalIndent.
+// caller uses MarshalIndent. Compact, it writes what json.Marshal writes:
+// the pod's JSON for the typed decode.
 type indentedJSON struct {
 	buf  []byte
 	keys []string
+	// compact writes as json.Marshal does: no line breaks, no spaces.
+	compact bool
+}
+
+// compactJSON returns v as json.Marshal does, written by indentedJSON
+// when it can; the bytes are the caller's.
+func compactJSON(v any) ([]byte, error) {
+	w := indentedJSON{compact: true}
+	if w.value(v, "", 0) {
+		return w.buf, nil
+	}
+	return json.Marshal(v)
 }
 
 // marshal returns v as json.MarshalIndent(v, prefix, "  ") does; the
@@ -31,6 +44,9 @@ func (w *indentedJSON) marshal(v any, prefix string) ([]byte, error) {
 }
 
 func (w *indentedJSON) newline(prefix string, depth int) {
+	if w.compact {
+		return
+	}
 	w.buf = append(w.buf, '\n')
 	w.buf = append(w.buf, prefix...)
 	for range depth {
@@ -65,7 +81,10 @@ func (w *indentedJSON) value(v any, prefix string, depth int) bool {
 			}
 			w.newline(prefix, depth+1)
 			w.string(k)
-			w.buf = append(w.buf, ": "...)
+			w.buf = append(w.buf, ':')
+			if !w.compact {
+				w.buf = append(w.buf, ' ')
+			}
 			if !w.value(t[k], prefix, depth+1) {
 				w.keys = w.keys[:start]
 				return false

@@ -9,7 +9,8 @@ import (
 )
 
 // TestIndentedJSONEquivalence: indentedJSON writes exactly what
-// json.MarshalIndent writes, at every prefix dry-run uses, for every
+// json.MarshalIndent writes, at every prefix dry-run uses, and compact
+// what json.Marshal writes, for every
 // document of the corpus and for the strings, numbers and shapes where
 // encoding/json escapes, uses an exponent or writes null; it writes the
 // corpus itself, and leaves what it cannot encode to MarshalIndent, errors
@@ -39,6 +40,14 @@ func TestIndentedJSONEquivalence(t *testing.T) {
 				t.Errorf("value %d, prefix %q:\n--- got\n%s\n--- want\n%s", i, prefix, w.buf, want)
 			}
 		}
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := indentedJSON{compact: true}
+		if !c.value(v, "", 0) || !bytes.Equal(c.buf, want) {
+			t.Errorf("value %d, compact:\n--- got\n%s\n--- want\n%s", i, c.buf, want)
+		}
 	}
 	// What it does not write itself is MarshalIndent's, errors included.
 	for _, v := range []any{
@@ -51,6 +60,11 @@ func TestIndentedJSONEquivalence(t *testing.T) {
 		got, err := w.marshal(v, "  ")
 		if !bytes.Equal(got, want) || (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 			t.Errorf("%#v: got %q, %v; want %q, %v", v, got, err, want, wantErr)
+		}
+		want, wantErr = json.Marshal(v)
+		got, err = compactJSON(v)
+		if !bytes.Equal(got, want) || (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Errorf("%#v compact: got %q, %v; want %q, %v", v, got, err, want, wantErr)
 		}
 	}
 	if got, _ := w.marshal(map[string]any{"a": strings.Repeat("x", 3)}, ""); string(got) != "{\n  \"a\": \"xxx\"\n}" {

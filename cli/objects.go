@@ -90,7 +90,7 @@ func (o object) podValue() map[string]any {
 
 // podJSON returns podValue as JSON.
 func (o object) podJSON() ([]byte, error) {
-	return json.Marshal(o.podValue())
+	return compactJSON(o.podValue())
 }
 
 // patchBase returns what mutate.Patch is to diff the mutated pod against:
