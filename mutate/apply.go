@@ -21,6 +21,7 @@ type applier struct {
 	res    *Result
 	shadow bool
 	podLvl PodLevelResources
+	imgVol ImageVolumes
 
 	pod    *corev1.Pod
 	claims map[string]string // "volume/x", "path/y", "env/z", "memory", "convert/x" → policy
@@ -106,6 +107,16 @@ func (a *applier) asset(i int, sel []target) {
 			PullPolicy: corev1.PullPolicy(as.Image.PullPolicy),
 		}
 		item += ":image"
+		if a.imgVol == ImageVolumesDropped {
+			// The apiserver would drop the volume and its mounts without
+			// an error: the pod would run without the asset while the
+			// status said it was injected. The name and path are still
+			// claimed, as for any asset this policy declares.
+			if a.claim(item, as.Name, as.MountPath) {
+				a.skip(item, ImageVolumeDroppedReason, true)
+			}
+			return
+		}
 	}
 	a.volume(item, corev1.Volume{Name: as.Name, VolumeSource: src}, as.MountPath, true, sel)
 }
@@ -118,14 +129,9 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	// that declares it, whether or not that policy could inject it: the
 	// outcome then depends only on the policies, never on what an earlier
 	// pass injected, so a second pass reaches the same decisions.
-	for _, key := range []string{"volume/" + want.Name, "path/" + mountPath} {
-		if owner, ok := a.claims[key]; ok {
-			a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
-			return
-		}
+	if !a.claim(item, want.Name, mountPath) {
+		return
 	}
-	a.claims["volume/"+want.Name] = a.p.Name()
-	a.claims["path/"+mountPath] = a.p.Name()
 	var existing *corev1.Volume
 	for i := range a.pod.Spec.Volumes {
 		if a.pod.Spec.Volumes[i].Name == want.Name {
@@ -192,6 +198,28 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	}
 	a.applied(item)
 }
+
+// claim claims the volume name and mount path of item for this policy, or
+// skips item when an earlier policy claimed either, and says which.
+func (a *applier) claim(item, name, mountPath string) bool {
+	for _, key := range []string{"volume/" + name, "path/" + mountPath} {
+		if owner, ok := a.claims[key]; ok {
+			a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
+			return false
+		}
+	}
+	a.claims["volume/"+name] = a.p.Name()
+	a.claims["path/"+mountPath] = a.p.Name()
+	return true
+}
+
+// ImageVolumeDroppedReason is why an asset that would get its image source
+// is not injected on an apiserver that drops image volumes; the client sees
+// it as a warning.
+// It is kept short so that a warning naming the policy and asset stays
+// within the apiserver's 256 runes (see clientWarnings).
+const ImageVolumeDroppedReason = "this cluster's apiserver drops image volumes (Kubernetes older than 1.35, or the ImageVolume gate off): " +
+	"not mounted; use a privileged namespace with hostPath, or enable the gate"
 
 // foreignReference reports whether a container of the pod, of any kind,
 // refers to the volume named name other than with the mount the policy

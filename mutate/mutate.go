@@ -75,6 +75,7 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			res:    &res,
 			shadow: shadow,
 			podLvl: opts.PodLevelResources,
+			imgVol: opts.ImageVolumes,
 		}
 		if shadow {
 			// Compute on a scratch copy with scratch claims: shadow

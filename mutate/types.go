@@ -89,12 +89,32 @@ const (
 	PodLevelDropped PodLevelResources = "dropped"
 )
 
+// ImageVolumes is what the target apiserver does with image volumes
+// (volumes[].image, an asset's image source): before Kubernetes 1.35, or
+// with the ImageVolume feature gate off, it drops them and their mounts
+// without an error.
+type ImageVolumes string
+
+const (
+	// ImageVolumesUnknown: not known; treated as kept (the default from 1.35).
+	ImageVolumesUnknown ImageVolumes = ""
+	// ImageVolumesKept: the apiserver stores image volumes.
+	ImageVolumesKept ImageVolumes = "kept"
+	// ImageVolumesDropped: the apiserver drops image volumes and their mounts.
+	ImageVolumesDropped ImageVolumes = "dropped"
+)
+
 // Options are settings that apply to every policy.
 type Options struct {
 	// PodLevelResources is what the target apiserver does with pod-level
 	// resources: memory.level auto follows it, and a level pod policy
 	// warns where they are dropped.
 	PodLevelResources PodLevelResources
+	// ImageVolumes is what the target apiserver does with image volumes:
+	// where they are dropped, an asset that would get its image source is
+	// skipped with a warning (a hostPath is no fallback: the image source
+	// is chosen where Pod Security forbids hostPath).
+	ImageVolumes ImageVolumes
 	// LeakMitigation forces the mode of every policy unless "policy".
 	LeakMitigation LeakMitigation
 	// ExcludeNamespaces are never mutated (the webhook's own namespace).
