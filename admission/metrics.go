@@ -37,6 +37,10 @@ type Metrics struct {
 	// policy injected no headroom because the apiserver drops pod-level
 	// resources.
 	podLevelDropped *prometheus.CounterVec
+	// imageVolumeDropped counts admissions in which an asset that would
+	// get its image source was not mounted because the apiserver drops
+	// image volumes.
+	imageVolumeDropped *prometheus.CounterVec
 
 	// The series of each outcome, looked up once: a lookup hashes the
 	// labels. A duration series appears on /metrics only once observed.
@@ -72,8 +76,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sandbox_webhook_pod_level_dropped_total",
 			Help: "Pods a memory.level pod policy matched but gave no memory headroom, because the apiserver drops pod-level resources (each admission carries a warning); use memory.level auto.",
 		}, []string{"policy"}),
+		imageVolumeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_image_volume_dropped_total",
+			Help: "Assets not mounted, by policy, because they would get their image source and the apiserver drops image volumes (each admission carries a warning); use a privileged namespace with hostPath, or enable the ImageVolume gate.",
+		}, []string{"policy"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow, m.podLevelDropped)
+	reg.MustRegister(m.requests, m.duration, m.hits, m.shadow, m.podLevelDropped, m.imageVolumeDropped)
 	m.byOutcome = map[Outcome]*outcomeSeries{}
 	for _, o := range []Outcome{OutcomeMutated, OutcomeUnchanged, OutcomeSkipped, OutcomeDenied, OutcomeError} {
 		m.byOutcome[o] = &outcomeSeries{requests: m.requests.WithLabelValues(string(o))}
@@ -115,6 +123,8 @@ func (m *Metrics) observeResult(res mutate.Result) {
 			m.shadow.WithLabelValues(d.Policy, "skip").Inc()
 		} else if d.Reason == mutate.PodLevelDroppedReason {
 			m.podLevelDropped.WithLabelValues(d.Policy).Inc()
+		} else if d.Reason == mutate.ImageVolumeDroppedReason {
+			m.imageVolumeDropped.WithLabelValues(d.Policy).Inc()
 		}
 	}
 }

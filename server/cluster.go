@@ -18,9 +18,12 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// podLevelGAMinor is the first minor on which the PodLevelResources feature
-// gate is on by default (beta in 1.34).
-const podLevelGAMinor = 34
+// The first minors on which the gates the probe reads are on by default:
+// PodLevelResources (beta in 1.34) and ImageVolume (on by default in 1.35).
+const (
+	podLevelGAMinor    = 34
+	imageVolumeGAMinor = 35
+)
 
 // ClusterStatus is what the server found out about the apiserver it talks
 // to, shown on /status.
@@ -29,27 +32,43 @@ type ClusterStatus struct {
 	Version string `json:"version,omitempty"`
 	// PodLevelResources is kept, dropped or unknown.
 	PodLevelResources string `json:"podLevelResources"`
+	// ImageVolumes (an asset's image source) is kept, dropped or unknown.
+	ImageVolumes string `json:"imageVolumes"`
 	// From says how: the apiserver's feature-gate metric, or its version
-	// (the gate's default) when /metrics could not be read.
+	// (the gate's default) when /metrics could not be read; "metrics" with
+	// the gates read from the version named when /metrics lacked their
+	// series.
 	From string `json:"from,omitempty"`
 	// Affected names the serving policies with memory.level pod, which
 	// inject no headroom while pod-level resources are dropped.
-	Affected  []string  `json:"affectedPolicies,omitempty"`
-	LastProbe time.Time `json:"lastProbe,omitzero"`
-	Error     string    `json:"error,omitempty"`
+	Affected []string `json:"affectedPolicies,omitempty"`
+	// ImageVolumeAffected names the serving policies with an asset that has
+	// an image source, which may not be mounted while image volumes are
+	// dropped.
+	ImageVolumeAffected []string  `json:"imageVolumeAffectedPolicies,omitempty"`
+	LastProbe           time.Time `json:"lastProbe,omitzero"`
+	Error               string    `json:"error,omitempty"`
+}
+
+// clusterFeatures is what the apiserver does with the pod fields the
+// mutation depends on, as the probe found.
+type clusterFeatures struct {
+	podLevel     mutate.PodLevelResources
+	imageVolumes mutate.ImageVolumes
 }
 
 // clusterProbe finds out, at start and every interval (never on the
-// admission path), whether the apiserver keeps pod-level resources:
-// GET /version (readable by every authenticated client) and the
-// kubernetes_feature_enabled{name="PodLevelResources"} series of GET
-// /metrics (one nonResourceURLs rule in the chart's ClusterRole). Without
-// /metrics it falls back to the gate's default for the version.
+// admission path), whether the apiserver keeps pod-level resources and
+// image volumes: GET /version (readable by every authenticated client) and
+// the kubernetes_feature_enabled{name="PodLevelResources"} and
+// {name="ImageVolume"} series of GET /metrics (one nonResourceURLs rule in
+// the chart's ClusterRole). Without /metrics, or a gate's series, it falls
+// back to the gate's default for the version.
 type clusterProbe struct {
 	log      logr.Logger
 	client   kubernetes.Interface
 	interval time.Duration
-	publish  func(mutate.PodLevelResources)
+	publish  func(clusterFeatures)
 
 	mu     sync.Mutex
 	status ClusterStatus
@@ -62,7 +81,7 @@ func (p *clusterProbe) ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.probed {
-		return errors.New("the apiserver's version and PodLevelResources gate have not been read yet")
+		return errors.New("the apiserver's version and feature gates (PodLevelResources, ImageVolume) have not been read yet")
 	}
 	return nil
 }
@@ -83,8 +102,8 @@ func (p *clusterProbe) run(ctx context.Context) error {
 func (p *clusterProbe) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := ClusterStatus{PodLevelResources: "unknown", LastProbe: time.Now().UTC()}
-	var level mutate.PodLevelResources
+	st := ClusterStatus{PodLevelResources: "unknown", ImageVolumes: "unknown", LastProbe: time.Now().UTC()}
+	var f clusterFeatures
 	v, err := p.client.Discovery().ServerVersion()
 	if err != nil {
 		st.Error = fmt.Sprintf("reading /version: %v", err)
@@ -95,44 +114,61 @@ func (p *clusterProbe) probe(ctx context.Context) {
 		if rc := p.client.Discovery().RESTClient(); rc != nil {
 			raw, merr = rc.Get().AbsPath("/metrics").DoRaw(ctx)
 		}
-		enabled, found := false, false
-		if merr == nil {
-			enabled, found = featureEnabled(raw, "PodLevelResources")
+		pv, perr := version.ParseGeneric(v.GitVersion)
+		// kept reads gate from /metrics, else from the version's default.
+		var fromVersion []string
+		kept := func(gate string, gaMinor uint) (kept, known bool) {
+			if merr == nil {
+				if enabled, found := featureEnabled(raw, gate); found {
+					return enabled, true
+				}
+			}
+			if perr != nil {
+				return false, false
+			}
+			fromVersion = append(fromVersion, gate)
+			return pv.Major() > 1 || pv.Minor() >= gaMinor, true
+		}
+		if k, ok := kept("PodLevelResources", podLevelGAMinor); ok {
+			f.podLevel = mutate.PodLevelDropped
+			if k {
+				f.podLevel = mutate.PodLevelKept
+			}
+		}
+		if k, ok := kept("ImageVolume", imageVolumeGAMinor); ok {
+			f.imageVolumes = mutate.ImageVolumesDropped
+			if k {
+				f.imageVolumes = mutate.ImageVolumesKept
+			}
 		}
 		switch {
-		case found:
-			st.From = "metrics"
-			level = mutate.PodLevelDropped
-			if enabled {
-				level = mutate.PodLevelKept
-			}
-		default:
-			pv, perr := version.ParseGeneric(v.GitVersion)
-			if perr != nil {
-				st.Error = fmt.Sprintf("parsing version %q: %v", v.GitVersion, perr)
-				break
-			}
+		case merr != nil && len(fromVersion) > 0:
 			st.From = "version"
-			if merr != nil {
-				st.Error = fmt.Sprintf("reading /metrics (the gate's default for the version is assumed): %v", merr)
-			}
-			level = mutate.PodLevelDropped
-			if pv.Major() > 1 || pv.Minor() >= podLevelGAMinor {
-				level = mutate.PodLevelKept
-			}
+			st.Error = fmt.Sprintf("reading /metrics (the gates' defaults for the version are assumed): %v", merr)
+		case len(fromVersion) > 0:
+			st.From = "metrics (version for " + strings.Join(fromVersion, ", ") + ")"
+		case merr == nil:
+			st.From = "metrics"
+		}
+		if perr != nil && (f.podLevel == "" || f.imageVolumes == "") {
+			st.Error = fmt.Sprintf("parsing version %q: %v", v.GitVersion, perr)
 		}
 	}
-	if level != "" {
-		st.PodLevelResources = string(level)
+	if f.podLevel != "" {
+		st.PodLevelResources = string(f.podLevel)
+	}
+	if f.imageVolumes != "" {
+		st.ImageVolumes = string(f.imageVolumes)
 	}
 	p.mu.Lock()
-	changed := p.status.PodLevelResources != st.PodLevelResources || p.status.Version != st.Version
+	changed := p.status.PodLevelResources != st.PodLevelResources || p.status.ImageVolumes != st.ImageVolumes || p.status.Version != st.Version
 	p.status = st
 	p.mu.Unlock()
 	if changed {
-		p.log.Info("Probed the apiserver", "version", st.Version, "podLevelResources", st.PodLevelResources, "from", st.From, "error", st.Error)
+		p.log.Info("Probed the apiserver", "version", st.Version, "podLevelResources", st.PodLevelResources,
+			"imageVolumes", st.ImageVolumes, "from", st.From, "error", st.Error)
 	}
-	p.publish(level)
+	p.publish(f)
 	p.mu.Lock()
 	p.probed = true
 	p.mu.Unlock()

@@ -44,7 +44,7 @@ func TestDocs(t *testing.T) {
 	}
 	for _, name := range []string{"sandbox_webhook_policy_hits_total", "sandbox_webhook_shadow_decisions_total",
 		"sandbox_webhook_policy_set_info", "sandbox_webhook_leak_mitigation_info", "sandbox_webhook_admission_duration_seconds",
-		"sandbox_webhook_pod_level_dropped_total"} {
+		"sandbox_webhook_pod_level_dropped_total", "sandbox_webhook_image_volume_dropped_total"} {
 		registered[name] = true // vectors without samples yet
 	}
 	documented := map[string]bool{}

@@ -110,8 +110,8 @@ func (s *server) ownReadyChecks() map[string]healthz.Checker {
 	}
 }
 
-// healthServer is the health port: /healthz, /readyz (with the pod-level
-// notice of ?verbose) and /status, run by the manager with its other HTTP
+// healthServer is the health port: /healthz, /readyz (with the cluster
+// notices of ?verbose) and /status, run by the manager with its other HTTP
 // servers (started first, stopped last).
 func (s *server) healthServer(l net.Listener) *manager.Server {
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
@@ -119,7 +119,7 @@ func (s *server) healthServer(l net.Listener) *manager.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", http.StripPrefix("/healthz", live))
 	mux.Handle("/healthz/", http.StripPrefix("/healthz", live))
-	readyz := s.withPodLevelNotice(http.StripPrefix("/readyz", ready))
+	readyz := s.withClusterNotice(http.StripPrefix("/readyz", ready))
 	mux.Handle("/readyz", readyz)
 	mux.Handle("/readyz/", readyz)
 	mux.HandleFunc("/status", s.serveStatus)
@@ -167,33 +167,39 @@ func (s *server) serveStatus(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) clusterStatus() ClusterStatus {
 	st := s.cluster.get()
-	if st.PodLevelResources == string(mutate.PodLevelDropped) {
-		st.Affected = s.reloader.affectedByDroppedPodLevel()
-	}
+	st.Affected, st.ImageVolumeAffected = s.reloader.affected(
+		st.PodLevelResources == string(mutate.PodLevelDropped),
+		st.ImageVolumes == string(mutate.ImageVolumesDropped))
 	return st
 }
 
-// podLevelNotice is the line /readyz?verbose adds while the apiserver drops
-// pod-level resources and a serving policy asks for them. It does not make
-// the server unready: admissions go on, each with a warning.
-func (s *server) podLevelNotice() string {
+// clusterNotice is the lines /readyz?verbose adds while the apiserver drops
+// pod-level resources or image volumes and a serving policy asks for them.
+// They do not make the server unready: admissions go on, each affected one
+// with a warning.
+func (s *server) clusterNotice() string {
 	st := s.clusterStatus()
-	if len(st.Affected) == 0 {
-		return ""
+	var b strings.Builder
+	if len(st.Affected) > 0 {
+		fmt.Fprintf(&b, "[!]pod-level-resources: the apiserver (%s) drops pod-level resources; policies with memory.level pod inject no memory headroom: %s\n",
+			st.Version, strings.Join(st.Affected, ", "))
 	}
-	return fmt.Sprintf("[!]pod-level-resources: the apiserver (%s) drops pod-level resources; policies with memory.level pod inject no memory headroom: %s\n",
-		st.Version, strings.Join(st.Affected, ", "))
+	if len(st.ImageVolumeAffected) > 0 {
+		fmt.Fprintf(&b, "[!]image-volumes: the apiserver (%s) drops image volumes; policies whose assets get their image source mount nothing there: %s\n",
+			st.Version, strings.Join(st.ImageVolumeAffected, ", "))
+	}
+	return b.String()
 }
 
-// withPodLevelNotice adds podLevelNotice to a verbose /readyz answer, before
+// withClusterNotice adds clusterNotice to a verbose /readyz answer, before
 // its last line.
-func (s *server) withPodLevelNotice(h http.Handler) http.Handler {
+func (s *server) withClusterNotice(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, verbose := r.URL.Query()["verbose"]; !verbose {
 			h.ServeHTTP(w, r)
 			return
 		}
-		notice := s.podLevelNotice()
+		notice := s.clusterNotice()
 		if notice == "" {
 			h.ServeHTTP(w, r)
 			return

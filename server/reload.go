@@ -59,7 +59,7 @@ type reloader struct {
 	leak     sourceState
 	set      *policy.Set
 	leakMode mutate.LeakMitigation
-	podLevel mutate.PodLevelResources // what the apiserver does with pod-level resources
+	cluster  clusterFeatures // what the apiserver does with pod-level resources and image volumes
 }
 
 // sourceState is what is known about one reloadable source.
@@ -183,36 +183,40 @@ func (r *reloader) reload() (unsettled bool) {
 	return false
 }
 
-// setPodLevel records what the apiserver does with pod-level resources and
-// publishes a new Config when that changed and a Config is serving.
-func (r *reloader) setPodLevel(l mutate.PodLevelResources) {
+// setCluster records what the apiserver does with pod-level resources and
+// image volumes and publishes a new Config when that changed and a Config
+// is serving.
+func (r *reloader) setCluster(f clusterFeatures) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l == r.podLevel {
+	if f == r.cluster {
 		return
 	}
-	r.podLevel = l
+	r.cluster = f
 	if r.target.Load() != nil {
 		r.publish()
 	}
 }
 
-// affectedByDroppedPodLevel names the serving policies with memory.level
-// pod: they inject no headroom where the apiserver drops pod-level
-// resources.
-func (r *reloader) affectedByDroppedPodLevel() []string {
+// affected names the serving policies that ask for what a cluster may
+// drop: memory.level pod (podLevel) and assets with an image source
+// (imageVolumes). They inject no headroom, or may not mount the asset,
+// where the apiserver drops that.
+func (r *reloader) affected(podLevel, imageVolumes bool) (byPodLevel, byImageVolumes []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.set == nil {
-		return nil
+		return nil, nil
 	}
-	var names []string
 	for _, p := range r.set.Policies {
-		if m := p.Spec.Memory; m != nil && m.Level == policy.LevelPod {
-			names = append(names, p.Name())
+		if m := p.Spec.Memory; podLevel && m != nil && m.Level == policy.LevelPod {
+			byPodLevel = append(byPodLevel, p.Name())
+		}
+		if imageVolumes && slices.ContainsFunc(p.Spec.Assets, func(a policy.Asset) bool { return a.Image != nil }) {
+			byImageVolumes = append(byImageVolumes, p.Name())
 		}
 	}
-	return names
+	return byPodLevel, byImageVolumes
 }
 
 // publish swaps in a new Config. Callers hold r.mu.
@@ -222,7 +226,8 @@ func (r *reloader) publish() {
 		Options: mutate.Options{
 			LeakMitigation:    r.leakMode,
 			ExcludeNamespaces: slices.Clone(r.exclude),
-			PodLevelResources: r.podLevel,
+			PodLevelResources: r.cluster.podLevel,
+			ImageVolumes:      r.cluster.imageVolumes,
 		},
 	}
 	r.target.Store(cfg)

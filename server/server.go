@@ -105,8 +105,8 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		log:      o.Logger.WithName("cluster"),
 		client:   client,
 		interval: o.ClusterProbeInterval,
-		publish:  s.reloader.setPodLevel,
-		status:   ClusterStatus{PodLevelResources: "unknown"},
+		publish:  s.reloader.setCluster,
+		status:   ClusterStatus{PodLevelResources: "unknown", ImageVolumes: "unknown"},
 	}
 	s.lookup = s.namespaces.Lookup
 
