@@ -32,8 +32,9 @@ func checkProblems(p *dryRunPod, target kubeTarget) []string {
 
 // writeCheck prints the --check verdict for one pod.
 func writeCheck(w *reportWriter, p *dryRunPod, problems []string, target kubeTarget) {
-	if _, dropped := target.storedPod(p.result.Pod); dropped {
-		w.line("check: %s: note: %s drops pod-level resources without an error: spec.resources is not stored", p.name, target.name())
+	_, notes := target.storedPod(p.result.Pod)
+	for _, n := range notes {
+		w.line("check: %s: note: %s", p.name, n)
 	}
 	if mutate.RequestDefaultsToLimit(&p.result.Pod.Spec) {
 		w.line("check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit", p.name)

@@ -99,7 +99,7 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
 	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any")
 	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --check predicts what it stores (before 1.34 no pod-level resources)")
-	f.StringVar(&o.featureGates, "feature-gates", "", "the target apiserver's PodLevelResources=true|false, when not its version's default")
+	f.StringVar(&o.featureGates, "feature-gates", "", "the target apiserver's PodLevelResources=true|false and ImageVolume=true|false, when not its version's default")
 	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
 }
@@ -167,7 +167,7 @@ func (o *dryRunOptions) run(streams IOStreams) error {
 	p := &pipeline{
 		o:           o,
 		set:         set,
-		opts:        mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel},
+		opts:        mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel, ImageVolumes: target.imageVolumes},
 		target:      target,
 		namespaces:  namespaces,
 		extraLabels: extraLabels,

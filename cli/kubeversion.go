@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,21 +12,28 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// podLevelDefaultMinor is the first Kubernetes minor whose apiserver keeps
-// pod-level resources by default (PodLevelResources beta, on, in 1.34).
-const podLevelDefaultMinor = 34
+// The first Kubernetes minors whose apiserver keeps, by default, pod-level
+// resources (PodLevelResources beta, on, in 1.34) and image volumes
+// (ImageVolume on in 1.35).
+const (
+	podLevelDefaultMinor    = 34
+	imageVolumeDefaultMinor = 35
+)
 
 // kubeTarget is the apiserver dry-run predicts for: --kube-version and the
 // --feature-gates that change what it stores.
 type kubeTarget struct {
-	version  string // "1.33", as given; "" when not given
-	podLevel mutate.PodLevelResources
+	version      string // "1.33", as given; "" when not given
+	gates        string // --feature-gates, as given
+	podLevel     mutate.PodLevelResources
+	imageVolumes mutate.ImageVolumes
 }
 
 // parseKubeTarget reads --kube-version (1.NN or v1.NN.P) and --feature-gates
-// (PodLevelResources=true|false, comma-separated like kube-apiserver's).
+// (PodLevelResources=true|false, ImageVolume=true|false, comma-separated
+// like kube-apiserver's).
 func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
-	var t kubeTarget
+	t := kubeTarget{gates: gates}
 	if kubeVersion != "" {
 		v, err := utilversion.ParseGeneric(kubeVersion)
 		if err != nil || v.Major() != 1 {
@@ -35,6 +43,10 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 		t.podLevel = mutate.PodLevelKept
 		if v.Minor() < podLevelDefaultMinor {
 			t.podLevel = mutate.PodLevelDropped
+		}
+		t.imageVolumes = mutate.ImageVolumesKept
+		if v.Minor() < imageVolumeDefaultMinor {
+			t.imageVolumes = mutate.ImageVolumesDropped
 		}
 	}
 	for g := range strings.SplitSeq(gates, ",") {
@@ -46,31 +58,71 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 		if !ok || err != nil {
 			return t, usageErrorf("--feature-gates %q: want NAME=true|false", g)
 		}
-		if name != "PodLevelResources" {
-			continue // accepted as kube-apiserver takes them; no effect on what these pods store
+		switch name {
+		case "PodLevelResources":
+			t.podLevel = mutate.PodLevelDropped
+			if on {
+				t.podLevel = mutate.PodLevelKept
+			}
+		case "ImageVolume":
+			t.imageVolumes = mutate.ImageVolumesDropped
+			if on {
+				t.imageVolumes = mutate.ImageVolumesKept
+			}
 		}
-		t.podLevel = mutate.PodLevelDropped
-		if on {
-			t.podLevel = mutate.PodLevelKept
-		}
+		// Other gates are accepted as kube-apiserver takes them; they
+		// change nothing these pods store.
 	}
 	return t, nil
 }
 
 // storedPod is pod as an apiserver of target t stores it: without pod-level
-// resources where it drops them. It reports whether that dropped anything.
-func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, bool) {
-	if t.podLevel != mutate.PodLevelDropped || pod.Spec.Resources == nil {
-		return pod, false
+// resources, or image volumes and their mounts, where it drops them (the
+// webhook injects neither there; the pod may have its own). It returns a
+// note for each thing that dropped.
+func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, []string) {
+	var notes []string
+	out := pod
+	if t.podLevel == mutate.PodLevelDropped && pod.Spec.Resources != nil {
+		out = pod.DeepCopy()
+		out.Spec.Resources = nil
+		notes = append(notes, t.name()+" drops pod-level resources without an error: spec.resources is not stored")
 	}
-	out := pod.DeepCopy()
-	out.Spec.Resources = nil
-	return out, true
+	if t.imageVolumes != mutate.ImageVolumesDropped {
+		return out, notes
+	}
+	var images []string
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil {
+			images = append(images, v.Name)
+		}
+	}
+	if len(images) == 0 {
+		return out, notes
+	}
+	if out == pod {
+		out = pod.DeepCopy()
+	}
+	isImage := func(v corev1.Volume) bool { return v.Image != nil }
+	mountsImage := func(m corev1.VolumeMount) bool { return slices.Contains(images, m.Name) }
+	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, isImage)
+	for i := range out.Spec.InitContainers {
+		out.Spec.InitContainers[i].VolumeMounts = slices.DeleteFunc(out.Spec.InitContainers[i].VolumeMounts, mountsImage)
+	}
+	for i := range out.Spec.Containers {
+		out.Spec.Containers[i].VolumeMounts = slices.DeleteFunc(out.Spec.Containers[i].VolumeMounts, mountsImage)
+	}
+	for i := range out.Spec.EphemeralContainers {
+		ec := &out.Spec.EphemeralContainers[i]
+		ec.VolumeMounts = slices.DeleteFunc(ec.VolumeMounts, mountsImage)
+	}
+	notes = append(notes, fmt.Sprintf("%s drops image volumes without an error: volumes %s and their mounts are not stored", t.name(), strings.Join(images, ", ")))
+	return out, notes
 }
 
 func (t kubeTarget) name() string {
 	if t.version == "" {
-		return "the apiserver (PodLevelResources=false)"
+		return "the apiserver (" + t.gates + ")"
 	}
 	return "Kubernetes " + t.version
 }
