@@ -839,7 +839,7 @@ func TestSchemaRejects(t *testing.T) {
 }
 
 // checkRBAC checks that the chart grants exactly what the server needs: list and watch of
-// namespaces, get of the apiserver's /metrics (the PodLevelResources gate) plus the rules the certificate mode declares (certs.Options.RBAC), no more.
+// namespaces, get of the apiserver's /metrics (the PodLevelResources and ImageVolume gates) plus the rules the certificate mode declares (certs.Options.RBAC), no more.
 func checkRBAC(t *testing.T, r *rendered, o *certs.Options) {
 	t.Helper()
 	role, clusterRole := o.RBAC()
