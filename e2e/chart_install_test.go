@@ -610,7 +610,7 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 // checkRBAC asks the apiserver (SubjectAccessReviews) whether the chart's
 // ServiceAccount may do what the mode's server does: what certs.Options.RBAC
 // lists for the chart's flags, and list and watch namespaces for serve's
-// namespace cache, and get of /metrics for the PodLevelResources gate. It must not be able to read or change Secrets it does not
+// namespace cache, and get of /metrics for the PodLevelResources and ImageVolume gates. It must not be able to read or change Secrets it does not
 // own.
 func (r *chartRelease) checkRBAC(t *testing.T, mode string) {
 	t.Helper()
@@ -669,7 +669,7 @@ func (r *chartRelease) checkRBAC(t *testing.T, mode string) {
 	if got, err := suite.cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), sar, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	} else if !got.Status.Allowed {
-		t.Error("the ServiceAccount may not get the apiserver's /metrics: the server reads the PodLevelResources gate there")
+		t.Error("the ServiceAccount may not get the apiserver's /metrics: the server reads the PodLevelResources and ImageVolume gates there")
 	}
 	checked++
 	for _, verb := range []string{"get", "update", "delete"} {

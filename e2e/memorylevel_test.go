@@ -39,9 +39,17 @@ func podLevelDropped(version string, target harness.Target) (bool, error) {
 }
 
 // imageVolumes reports whether the apiserver under test keeps image
-// volumes: from 1.35, where the ImageVolume gate is on by default. Earlier
-// minors drop an image volume and its mounts without an error.
-func imageVolumes(version string) bool {
+// volumes: from 1.35, where the ImageVolume gate is on by default, unless
+// ImageVolume=false. Earlier minors drop an image volume and its mounts
+// without an error.
+func imageVolumes(version string, target harness.Target) bool {
+	gates := "," + target.FeatureGates
+	switch {
+	case strings.Contains(gates, ",ImageVolume=false"):
+		return false
+	case strings.Contains(gates, ",ImageVolume=true"):
+		return true
+	}
 	v, err := utilversion.ParseGeneric(version)
 	return err == nil && v.Minor() >= 35
 }

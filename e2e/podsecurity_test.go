@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // warnings collects the Warning headers the apiserver returns, as kubectl
@@ -41,6 +44,10 @@ func (w *warnings) take() []string {
 // from its image source and the pod is admitted; an asset without an image
 // source is still injected as a hostPath, and the pod is rejected with our
 // warning telling the client why. A privileged namespace gets the hostPath.
+// Where the apiserver drops image volumes (before 1.35, or ImageVolume
+// off), the image source is not injected: the client sees a warning, the
+// status annotation lists the asset as skipped, and /status,
+// /readyz?verbose and sandbox_webhook_image_volume_dropped_total say so.
 func TestPodSecurity(t *testing.T) {
 	policies, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/memory"))
 	if err != nil {
@@ -51,7 +58,7 @@ func TestPodSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies["hostpath-only.yaml"] = extra["hostpath-only.yaml"]
-	newInstance(t, "podsecurity", instanceOptions{
+	in := newInstance(t, "podsecurity", instanceOptions{
 		policies: policies,
 		namespaces: []*corev1.Namespace{
 			{ObjectMeta: metav1.ObjectMeta{Name: "podsecurity-baseline", Labels: map[string]string{enforceLabel: "baseline"}}},
@@ -73,23 +80,59 @@ func TestPodSecurity(t *testing.T) {
 			t.Fatalf("the apiserver rejected the pod: %v", err)
 		}
 		p := seedProblems(got, corev1.StorageMediumMemory)
-		if !imageVolumes(suite.version) {
+		w := warned.take()
+		const item = "asset/rebench-v2:image"
+		type statusPolicy struct {
+			Name     string   `json:"name"`
+			Injected []string `json:"injected"`
+			Skipped  []string `json:"skipped"`
+		}
+		var st struct {
+			Policies []statusPolicy `json:"policies"`
+		}
+		if err := json.Unmarshal([]byte(got.Annotations[mutate.StatusAnnotation]), &st); err != nil {
+			t.Fatal(err)
+		}
+		var seed statusPolicy
+		for _, sp := range st.Policies {
+			if sp.Name == "sandbox-seed" {
+				seed = sp
+			}
+		}
+		if !imageVolumes(suite.version, suite.target) {
 			// Before 1.35 the ImageVolume gate is off by default and the
-			// apiserver drops the image volume and its mounts without an
-			// error (docs/install.md says so): prove exactly that loss.
+			// apiserver would drop the image volume and its mounts without
+			// an error (docs/install.md says so): the webhook injects
+			// neither, and says why.
 			p = slices.DeleteFunc(p, func(s string) bool {
 				return strings.Contains(s, "want one read-only mount at "+assetMountPath+", have []")
 			})
 			if v := volumeByName(got, "rebench-v2"); v != nil {
 				t.Errorf("asset volume %+v stored; this apiserver was expected to drop image volumes", v)
 			}
-		} else if v := volumeAt(got, got.Spec.Containers[0], assetMountPath); v == nil || v.Image == nil || v.HostPath != nil {
-			t.Errorf("asset volume %+v, want an image volume and no hostPath", v)
+			wantWarning := `sandbox-webhook: policy "sandbox-seed": ` + item + ": " + mutate.ImageVolumeDroppedReason
+			if !slices.Contains(w, wantWarning) {
+				t.Errorf("the client saw warnings %q; want %q", w, wantWarning)
+			}
+			if slices.Contains(seed.Injected, item) || !slices.Contains(seed.Skipped, item+": "+mutate.ImageVolumeDroppedReason) {
+				t.Errorf("status of sandbox-seed %+v; want %s skipped: %s", seed, item, mutate.ImageVolumeDroppedReason)
+			}
+		} else {
+			if v := volumeAt(got, got.Spec.Containers[0], assetMountPath); v == nil || v.Image == nil || v.HostPath != nil {
+				t.Errorf("asset volume %+v, want an image volume and no hostPath", v)
+			}
+			if !slices.Contains(seed.Injected, item) || slices.ContainsFunc(seed.Skipped, func(s string) bool { return strings.HasPrefix(s, item+":") }) {
+				t.Errorf("status of sandbox-seed %+v; want %s injected, not skipped", seed, item)
+			}
+			for _, text := range w {
+				if strings.Contains(text, "image volumes") {
+					t.Errorf("the client saw warning %q on an apiserver that keeps image volumes", text)
+				}
+			}
 		}
 		if len(p) > 0 {
 			t.Errorf("stored pod:%s", joinProblems(p))
 		}
-		warned.take()
 	})
 
 	t.Run("baseline: a hostPath-only asset is rejected with our warning", func(t *testing.T) {
@@ -123,6 +166,47 @@ func TestPodSecurity(t *testing.T) {
 		v := volumeAt(got, got.Spec.Containers[0], assetMountPath)
 		if v == nil || v.HostPath == nil || v.Image != nil {
 			t.Errorf("asset volume %+v, want the hostPath", v)
+		}
+	})
+
+	t.Run("the server says which policies lose their image assets", func(t *testing.T) {
+		dropped := !imageVolumes(suite.version, suite.target)
+		text, err := in.webhook.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Cluster struct {
+				ImageVolumes string   `json:"imageVolumes"`
+				From         string   `json:"from"`
+				Affected     []string `json:"imageVolumeAffectedPolicies"`
+			} `json:"cluster"`
+		}
+		if err := json.Unmarshal([]byte(text), &st); err != nil {
+			t.Fatalf("/status: %v\n%s", err, text)
+		}
+		want, wantAffected := "kept", []string(nil)
+		if dropped {
+			want, wantAffected = "dropped", []string{"sandbox-seed"}
+		}
+		if st.Cluster.ImageVolumes != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
+			t.Errorf("/status cluster %+v; want imageVolumes %s from metrics, affected %q", st.Cluster, want, wantAffected)
+		}
+		code, verbose, err := in.webhook.ReadyzVerbose(t.Context())
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("/readyz?verbose: %d %v\n%s", code, err, verbose)
+		}
+		if notice := strings.Contains(verbose, "[!]image-volumes"); notice != dropped || (dropped && !strings.Contains(verbose, "sandbox-seed")) {
+			t.Errorf("/readyz?verbose:\n%s\nwant an image-volumes notice naming sandbox-seed: %v", verbose, dropped)
+		}
+		wantCount := 0.0
+		if dropped {
+			// Both baseline pods (sandbox-seed matches the hostPath-only
+			// one too); the privileged one got the hostPath.
+			wantCount = 2
+		}
+		if n := in.metric(t, "sandbox_webhook_image_volume_dropped_total", `policy="sandbox-seed"`); n != wantCount {
+			t.Errorf("sandbox_webhook_image_volume_dropped_total{policy=sandbox-seed} = %v, want %v", n, wantCount)
 		}
 	})
 }
