@@ -172,19 +172,27 @@ func TestMemoryLevels(t *testing.T) {
 	if st.Cluster.Version != suite.version || st.Cluster.PodLevelResources != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
 		t.Errorf("/status cluster %+v; want version %s, podLevelResources %s from metrics, affected %q", st.Cluster, suite.version, want, wantAffected)
 	}
-	code, verbose, err := in.webhook.ReadyzVerbose(t.Context())
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("/readyz?verbose: %d %v\n%s", code, err, verbose)
-	}
-	if notice := strings.Contains(verbose, "[!]pod-level-resources"); notice != dropped || (dropped && !strings.Contains(verbose, "memory-level-pod")) {
-		t.Errorf("/readyz?verbose:\n%s\nwant a pod-level-resources notice naming memory-level-pod: %v", verbose, dropped)
-	}
 	wantCount := 0.0
 	if dropped {
 		wantCount = 1
 	}
-	if n := in.metric(t, "sandbox_webhook_pod_level_dropped_total", `policy="memory-level-pod"`); n != wantCount {
-		t.Errorf("sandbox_webhook_pod_level_dropped_total{policy=memory-level-pod} = %v, want %v", n, wantCount)
+	in.checkDropSignals(t, "pod-level-resources", "memory-level-pod", "sandbox_webhook_pod_level_dropped_total", dropped, wantCount)
+}
+
+// checkDropSignals checks what the server shows about a feature the
+// apiserver drops (when dropped) and policy asks for: a /readyz?verbose
+// line [!]notice naming the policy, and metric{policy} at count.
+func (in *instance) checkDropSignals(t *testing.T, notice, policy, metric string, dropped bool, count float64) {
+	t.Helper()
+	code, verbose, err := in.webhook.ReadyzVerbose(t.Context())
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz?verbose: %d %v\n%s", code, err, verbose)
+	}
+	if has := strings.Contains(verbose, "[!]"+notice); has != dropped || (dropped && !strings.Contains(verbose, policy)) {
+		t.Errorf("/readyz?verbose:\n%s\nwant a %s notice naming %s: %v", verbose, notice, policy, dropped)
+	}
+	if n := in.metric(t, metric, `policy="`+policy+`"`); n != count {
+		t.Errorf("%s{policy=%s} = %v, want %v", metric, policy, n, count)
 	}
 }
 

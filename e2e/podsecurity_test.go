@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,21 +191,12 @@ func TestPodSecurity(t *testing.T) {
 		if st.Cluster.ImageVolumes != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
 			t.Errorf("/status cluster %+v; want imageVolumes %s from metrics, affected %q", st.Cluster, want, wantAffected)
 		}
-		code, verbose, err := in.webhook.ReadyzVerbose(t.Context())
-		if err != nil || code != http.StatusOK {
-			t.Fatalf("/readyz?verbose: %d %v\n%s", code, err, verbose)
-		}
-		if notice := strings.Contains(verbose, "[!]image-volumes"); notice != dropped || (dropped && !strings.Contains(verbose, "sandbox-seed")) {
-			t.Errorf("/readyz?verbose:\n%s\nwant an image-volumes notice naming sandbox-seed: %v", verbose, dropped)
-		}
 		wantCount := 0.0
 		if dropped {
 			// Both baseline pods (sandbox-seed matches the hostPath-only
 			// one too); the privileged one got the hostPath.
 			wantCount = 2
 		}
-		if n := in.metric(t, "sandbox_webhook_image_volume_dropped_total", `policy="sandbox-seed"`); n != wantCount {
-			t.Errorf("sandbox_webhook_image_volume_dropped_total{policy=sandbox-seed} = %v, want %v", n, wantCount)
-		}
+		in.checkDropSignals(t, "image-volumes", "sandbox-seed", "sandbox_webhook_image_volume_dropped_total", dropped, wantCount)
 	})
 }
