@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,16 +108,6 @@ func (a *applier) asset(i int, sel []target) {
 			PullPolicy: corev1.PullPolicy(as.Image.PullPolicy),
 		}
 		item += ":image"
-		if a.imgVol == ImageVolumesDropped {
-			// The apiserver would drop the volume and its mounts without
-			// an error: the pod would run without the asset while the
-			// status said it was injected. The name and path are still
-			// claimed, as for any asset this policy declares.
-			if a.claim(item, as.Name, as.MountPath) {
-				a.skip(item, ImageVolumeDroppedReason, true)
-			}
-			return
-		}
 	}
 	a.volume(item, corev1.Volume{Name: as.Name, VolumeSource: src}, as.MountPath, true, sel)
 }
@@ -129,9 +120,14 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	// that declares it, whether or not that policy could inject it: the
 	// outcome then depends only on the policies, never on what an earlier
 	// pass injected, so a second pass reaches the same decisions.
-	if !a.claim(item, want.Name, mountPath) {
-		return
+	for _, key := range []string{"volume/" + want.Name, "path/" + mountPath} {
+		if owner, ok := a.claims[key]; ok {
+			a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
+			return
+		}
 	}
+	a.claims["volume/"+want.Name] = a.p.Name()
+	a.claims["path/"+mountPath] = a.p.Name()
 	var existing *corev1.Volume
 	for i := range a.pod.Spec.Volumes {
 		if a.pod.Spec.Volumes[i].Name == want.Name {
@@ -169,6 +165,7 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.skip(item, "no container is selected", false)
 		return
 	}
+	dropped := want.Image != nil && a.imgVol == ImageVolumesDropped
 	mounted := 0
 	for _, t := range sel {
 		if m, at := mountNear(t.c, mountPath); m != nil {
@@ -184,12 +181,27 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 			}
 			continue
 		}
-		t.c.VolumeMounts = append(t.c.VolumeMounts, corev1.VolumeMount{Name: want.Name, MountPath: mountPath, ReadOnly: readOnly})
-		a.st.dirty = true
+		if !dropped {
+			t.c.VolumeMounts = append(t.c.VolumeMounts, corev1.VolumeMount{Name: want.Name, MountPath: mountPath, ReadOnly: readOnly})
+			a.st.dirty = true
+		}
 		mounted++
 	}
 	if mounted == 0 {
 		a.skip(item, "every selected container already mounts something at "+mountPath, false)
+		return
+	}
+	if dropped {
+		// The apiserver would drop the volume and every mount of it
+		// without an error: the pod would run without the asset while the
+		// status said it was injected. Nothing is injected, and the pod's
+		// own mounts of the volume it does not declare (which the webhook
+		// would have declared) go as the apiserver would drop them: the
+		// stored pod is the one stored before, apart from the status.
+		if existing == nil {
+			a.unmount(want.Name)
+		}
+		a.skip(item, ImageVolumeDroppedReason, true)
 		return
 	}
 	if existing == nil {
@@ -199,18 +211,28 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	a.applied(item)
 }
 
-// claim claims the volume name and mount path of item for this policy, or
-// skips item when an earlier policy claimed either, and says which.
-func (a *applier) claim(item, name, mountPath string) bool {
-	for _, key := range []string{"volume/" + name, "path/" + mountPath} {
-		if owner, ok := a.claims[key]; ok {
-			a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
-			return false
-		}
+// unmount removes every mount of the volume named name from the init and
+// app containers, as an apiserver that drops image volumes removes the
+// mounts of the image volumes it drops. (A pod is created without
+// ephemeral containers.)
+func (a *applier) unmount(name string) {
+	isName := func(m corev1.VolumeMount) bool { return m.Name == name }
+	spec := &a.pod.Spec
+	for i := range spec.InitContainers {
+		a.deleteMounts(&spec.InitContainers[i].VolumeMounts, isName)
 	}
-	a.claims["volume/"+name] = a.p.Name()
-	a.claims["path/"+mountPath] = a.p.Name()
-	return true
+	for i := range spec.Containers {
+		a.deleteMounts(&spec.Containers[i].VolumeMounts, isName)
+	}
+}
+
+func (a *applier) deleteMounts(ms *[]corev1.VolumeMount, del func(corev1.VolumeMount) bool) {
+	if slices.ContainsFunc(*ms, del) {
+		if *ms = slices.DeleteFunc(slices.Clone(*ms), del); len(*ms) == 0 {
+			*ms = nil // as the pod would be without them: no empty list
+		}
+		a.st.dirty = true
+	}
 }
 
 // ImageVolumeDroppedReason is why an asset that would get its image source

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 const assetPolicy = header + `metadata: {name: a}
@@ -32,9 +33,6 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 	set := parseSet(t, assetPolicy)
 	baseline := mutate.Namespace{Name: "sandboxes", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}
 	privileged := mutate.Namespace{Name: "sandboxes"}
-	run := func(ns mutate.Namespace, iv mutate.ImageVolumes) mutate.Result {
-		return mutate.Pod(sandboxPod(), ns, set, mutate.Options{ImageVolumes: iv})
-	}
 	mounted := func(source corev1.VolumeSource) *corev1.Pod {
 		p := sandboxPod()
 		p.Spec.Volumes = []corev1.Volume{{Name: "rebench-v2", VolumeSource: source}}
@@ -50,24 +48,33 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 		name     string
 		ns       mutate.Namespace
 		iv       mutate.ImageVolumes
+		in       *corev1.Pod
 		pod      *corev1.Pod
 		status   string
 		skipped  []mutate.Decision
 		warnings []string
 	}{
-		{"baseline/unknown", baseline, mutate.ImageVolumesUnknown, image,
+		{"baseline/unknown", baseline, mutate.ImageVolumesUnknown, sandboxPod(), image,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
-		{"baseline/kept", baseline, mutate.ImageVolumesKept, image,
+		{"baseline/kept", baseline, mutate.ImageVolumesKept, sandboxPod(), image,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
-		{"baseline/dropped", baseline, mutate.ImageVolumesDropped, sandboxPod(), skipped,
+		{"baseline/dropped", baseline, mutate.ImageVolumesDropped, sandboxPod(), sandboxPod(), skipped,
 			[]mutate.Decision{{Policy: "a", Item: "asset/rebench-v2:image", Reason: mutate.ImageVolumeDroppedReason}},
 			[]string{`sandbox-webhook: policy "a": asset/rebench-v2:image: ` + mutate.ImageVolumeDroppedReason}},
-		{"privileged/dropped", privileged, mutate.ImageVolumesDropped, hostPath,
+		// The pod mounts the asset and leaves its volume to the webhook:
+		// the apiserver drops that mount with the injected volume, and so
+		// does the webhook where it injects none.
+		{"baseline/dropped, the pod mounts the asset", baseline, mutate.ImageVolumesDropped, authorMount(), sandboxPod(), skipped,
+			[]mutate.Decision{{Policy: "a", Item: "asset/rebench-v2:image", Reason: mutate.ImageVolumeDroppedReason}},
+			[]string{`sandbox-webhook: policy "a": asset/rebench-v2:image: ` + mutate.ImageVolumeDroppedReason}},
+		{"baseline/kept, the pod mounts the asset", baseline, mutate.ImageVolumesKept, authorMount(), image,
+			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
+		{"privileged/dropped", privileged, mutate.ImageVolumesDropped, sandboxPod(), hostPath,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:hostPath"]}]}`, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := run(c.ns, c.iv)
+			res := mutate.Pod(c.in, c.ns, set, mutate.Options{ImageVolumes: c.iv})
 			got := res.Pod.DeepCopy()
 			status := got.Annotations[mutate.StatusAnnotation]
 			delete(got.Annotations, mutate.StatusAnnotation)
@@ -88,6 +95,14 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// authorMount is a sandbox pod that mounts the asset of assetPolicy as the
+// policy does and leaves declaring its volume to the webhook.
+func authorMount() *corev1.Pod {
+	p := sandboxPod()
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "rebench-v2", MountPath: "/opt/rebench-v2", ReadOnly: true}}
+	return p
 }
 
 // dropImageVolumes does what an apiserver without the ImageVolume gate does
@@ -113,27 +128,47 @@ func dropImageVolumes(p *corev1.Pod) {
 	}
 }
 
-// Over the whole corpus, the pod an apiserver that drops image volumes
-// stores is the same with the option dropped as without it (what it
-// stored before the option), apart from the status annotation.
+// Over the whole corpus, and pods that mount the asset or declare an image
+// volume of their own, the pod an apiserver that drops image volumes stores
+// is the same with the option dropped as without it (what it stored before
+// the option), apart from the status annotation.
 func TestImageVolumesDroppedStoresTheSamePod(t *testing.T) {
+	same := func(t *testing.T, pod func() *corev1.Pod, ns mutate.Namespace, set *policy.Set, opts mutate.Options) {
+		t.Helper()
+		kept := mutate.Pod(pod(), ns, set, opts).Pod.DeepCopy()
+		opts.ImageVolumes = mutate.ImageVolumesDropped
+		dropped := mutate.Pod(pod(), ns, set, opts).Pod.DeepCopy()
+		dropImageVolumes(kept)
+		dropImageVolumes(dropped)
+		for _, p := range []*corev1.Pod{kept, dropped} {
+			delete(p.Annotations, mutate.StatusAnnotation)
+		}
+		if !apiequality.Semantic.DeepEqual(kept, dropped) {
+			t.Errorf("stored pods differ (-before +with the option):\n%s", cmp.Diff(kept, dropped))
+		}
+	}
 	for _, c := range golden.Cases(t) {
 		t.Run(c.Set.Name+"/"+c.Name, func(t *testing.T) {
-			_, before := golden.Pod(t, c.Input)
-			_, after := golden.Pod(t, c.Input)
-			r := setup(t, c, before)
-			kept := mutate.Pod(before, r.ns, r.set, r.opts).Pod.DeepCopy()
-			opts := r.opts
-			opts.ImageVolumes = mutate.ImageVolumesDropped
-			dropped := mutate.Pod(after, r.ns, r.set, opts).Pod.DeepCopy()
-			dropImageVolumes(kept)
-			dropImageVolumes(dropped)
-			for _, p := range []*corev1.Pod{kept, dropped} {
-				delete(p.Annotations, mutate.StatusAnnotation)
-			}
-			if !apiequality.Semantic.DeepEqual(kept, dropped) {
-				t.Errorf("stored pods differ (-before +with the option):\n%s", cmp.Diff(kept, dropped))
-			}
+			pod := func() *corev1.Pod { _, p := golden.Pod(t, c.Input); return p }
+			r := setup(t, c, pod())
+			same(t, pod, r.ns, r.set, r.opts)
 		})
+	}
+	baseline := mutate.Namespace{Name: "sandboxes", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}
+	ownImage := func() *corev1.Pod {
+		p := authorMount()
+		p.Spec.Volumes = []corev1.Volume{{Name: "rebench-v2", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: "registry.example/rebench:v2", PullPolicy: corev1.PullIfNotPresent}}}}
+		return p
+	}
+	otherImage := func() *corev1.Pod {
+		p := sandboxPod()
+		p.Spec.Volumes = []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: "registry.example/models:1"}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "models", MountPath: "/models", ReadOnly: true}}
+		return p
+	}
+	for name, pod := range map[string]func() *corev1.Pod{"author-mount": authorMount, "own-image-volume": ownImage, "other-image-volume": otherImage} {
+		t.Run(name, func(t *testing.T) { same(t, pod, baseline, parseSet(t, assetPolicy), mutate.Options{}) })
 	}
 }
