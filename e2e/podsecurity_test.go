@@ -8,12 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -134,6 +136,39 @@ func TestPodSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("baseline: the apiserver stores the pod it stored before, apart from the status", func(t *testing.T) {
+		// What the webhook did before the apiserver's image-volume support
+		// was known (mutate's default), stored without the webhook in a
+		// twin namespace, against what it does now, stored through it: the
+		// same pod, whether or not this apiserver drops image volumes. The
+		// pod mounts the asset itself, leaving the volume to the webhook:
+		// the apiserver dropped that mount with the injected image volume.
+		const twin = "podsecurity-baseline" + referenceSuffix
+		ensureNamespace(t, twin, map[string]string{enforceLabel: "baseline"})
+		pod := sandboxPod("podsecurity-baseline", "mounts-asset")
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: "rebench-v2", MountPath: assetMountPath, ReadOnly: true})
+		before := mutate.Pod(pod.DeepCopy(), mutate.Namespace{Name: pod.Namespace, Labels: map[string]string{enforceLabel: "baseline"}},
+			golden.Policies(t, "examples/policies/memory"), mutate.Options{}).Pod.DeepCopy()
+		before.Namespace = twin
+		reference, err := cs.CoreV1().Pods(twin).Create(t.Context(), before, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("the apiserver rejects the pod as mutated before: %v", err)
+		}
+		stored, err := cs.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the apiserver rejected the pod: %v", err)
+		}
+		warned.take()
+		a, b := comparable(stored), comparable(reference)
+		for _, m := range []map[string]any{a, b} {
+			delete(m["metadata"].(map[string]any)["annotations"].(map[string]any), mutate.StatusAnnotation)
+		}
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Errorf("the stored pod differs from the one stored before (-before +now):\n%s", diff)
+		}
+	})
+
 	t.Run("baseline: a hostPath-only asset is rejected with our warning", func(t *testing.T) {
 		pod := sandboxPod("podsecurity-baseline", "hostpath-asset")
 		pod.Labels["assets"] = "hostpath-only"
@@ -193,9 +228,9 @@ func TestPodSecurity(t *testing.T) {
 		}
 		wantCount := 0.0
 		if dropped {
-			// Both baseline pods (sandbox-seed matches the hostPath-only
-			// one too); the privileged one got the hostPath.
-			wantCount = 2
+			// The three baseline pods (sandbox-seed matches the
+			// hostPath-only one too); the privileged one got the hostPath.
+			wantCount = 3
 		}
 		in.checkDropSignals(t, "image-volumes", "sandbox-seed", "sandbox_webhook_image_volume_dropped_total", dropped, wantCount)
 	})
