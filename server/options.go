@@ -47,7 +47,7 @@ type Options struct {
 	// re-read even when no file event arrived.
 	ReloadInterval time.Duration
 	// ClusterProbeInterval is how often the apiserver's version and
-	// PodLevelResources gate are read again (default 5m).
+	// PodLevelResources and ImageVolume gates are read again (default 5m).
 	ClusterProbeInterval time.Duration
 
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
@@ -82,7 +82,7 @@ type Options struct {
 	HealthProbeBindAddress string
 
 	// KubeClient reads namespaces (list and watch only), /version and
-	// /metrics (the PodLevelResources gate). When nil, one is
+	// /metrics (the PodLevelResources and ImageVolume gates). When nil, one is
 	// made from RESTConfig.
 	KubeClient kubernetes.Interface
 	// RESTConfig is the manager's (and the certificate mode's) client
