@@ -134,7 +134,7 @@ func TestMemoryLevels(t *testing.T) {
 				if !warnedDrop {
 					t.Errorf("the client saw warnings %q; want one saying the apiserver drops pod-level resources", got)
 				}
-				if !strings.Contains(annotation, `"skipped":["memory/pod: this cluster's apiserver drops pod-level resources`) {
+				if !strings.Contains(annotation, `"skipped":["memory/pod: this apiserver drops pod-level resources`) {
 					t.Errorf("status annotation %s; want memory/pod skipped", annotation)
 				}
 			default: // container, or auto where pod-level resources are dropped

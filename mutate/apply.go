@@ -238,10 +238,11 @@ func (a *applier) deleteMounts(ms *[]corev1.VolumeMount, del func(corev1.VolumeM
 // ImageVolumeDroppedReason is why an asset that would get its image source
 // is not injected on an apiserver that drops image volumes; the client sees
 // it as a warning.
-// It is kept short so that a warning naming the policy and asset stays
-// within the apiserver's 256 runes (see clientWarnings).
-const ImageVolumeDroppedReason = "this cluster's apiserver drops image volumes (Kubernetes older than 1.35, or the ImageVolume gate off): " +
-	"not mounted; use a privileged namespace with hostPath, or enable the gate"
+// It is kept short so that a warning naming a policy of up to 63 characters
+// and the asset stays within the apiserver's 256 runes (see clientWarnings),
+// fix included (TestClusterDropWarningsFit).
+const ImageVolumeDroppedReason = "this apiserver drops image volumes (Kubernetes before 1.35, or ImageVolume gate off): " +
+	"not mounted; use hostPath in a privileged namespace"
 
 // foreignReference reports whether a container of the pod, of any kind,
 // refers to the volume named name other than with the mount the policy
@@ -455,9 +456,9 @@ func (a *applier) memory(sel []target) {
 
 // PodLevelDroppedReason is why a memory.level pod policy injects nothing on
 // an apiserver that drops pod-level resources; the client sees it as a
-// warning.
-const PodLevelDroppedReason = "this cluster's apiserver drops pod-level resources (Kubernetes older than 1.34, or the PodLevelResources feature gate off): " +
-	"the pod gets no memory headroom; set memory.level: auto (or container) for container-level limits there"
+// warning, short enough to reach kubectl whole (TestClusterDropWarningsFit).
+const PodLevelDroppedReason = "this apiserver drops pod-level resources (Kubernetes before 1.34, or PodLevelResources gate off): " +
+	"no headroom; use memory.level auto or container"
 
 func (a *applier) prevMemory() *podMemory {
 	if a.prev == nil {

@@ -66,7 +66,7 @@ func TestMemoryLevelAgainstCluster(t *testing.T) {
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "drops pod-level resources") {
 		t.Errorf("warnings %q; want one saying pod-level resources are dropped", res.Warnings)
 	}
-	if !strings.Contains(res.Pod.Annotations[mutate.StatusAnnotation], `"skipped":["memory/pod: this cluster's apiserver drops`) {
+	if !strings.Contains(res.Pod.Annotations[mutate.StatusAnnotation], `"skipped":["memory/pod: this apiserver drops`) {
 		t.Errorf("status annotation %s", res.Pod.Annotations[mutate.StatusAnnotation])
 	}
 }
