@@ -149,34 +149,47 @@ func TestMemoryLevels(t *testing.T) {
 	}
 
 	// What the server shows about the cluster.
-	text, err := in.webhook.Status(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Cluster struct {
-			Version           string   `json:"version"`
-			PodLevelResources string   `json:"podLevelResources"`
-			From              string   `json:"from"`
-			Affected          []string `json:"affectedPolicies"`
-		} `json:"cluster"`
-	}
-	if err := json.Unmarshal([]byte(text), &st); err != nil {
-		t.Fatalf("/status: %v\n%s", err, text)
-	}
+	cluster := in.clusterStatus(t)
 	want := "kept"
 	var wantAffected []string
 	if dropped {
 		want, wantAffected = "dropped", []string{"memory-level-pod"}
 	}
-	if st.Cluster.Version != suite.version || st.Cluster.PodLevelResources != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
-		t.Errorf("/status cluster %+v; want version %s, podLevelResources %s from metrics, affected %q", st.Cluster, suite.version, want, wantAffected)
+	if cluster.Version != suite.version || cluster.PodLevelResources != want || cluster.From != "metrics" || !slices.Equal(cluster.Affected, wantAffected) {
+		t.Errorf("/status cluster %+v; want version %s, podLevelResources %s from metrics, affected %q", cluster, suite.version, want, wantAffected)
 	}
 	wantCount := 0.0
 	if dropped {
 		wantCount = 1
 	}
 	in.checkDropSignals(t, "pod-level-resources", "memory-level-pod", "sandbox_webhook_pod_level_dropped_total", dropped, wantCount)
+}
+
+// clusterStatus is the cluster section of the server's /status, as
+// docs/serve.md documents it.
+type clusterStatus struct {
+	Version             string   `json:"version"`
+	PodLevelResources   string   `json:"podLevelResources"`
+	ImageVolumes        string   `json:"imageVolumes"`
+	From                string   `json:"from"`
+	Affected            []string `json:"affectedPolicies"`
+	ImageVolumeAffected []string `json:"imageVolumeAffectedPolicies"`
+}
+
+// clusterStatus reads what the server found out about the apiserver.
+func (in *instance) clusterStatus(t *testing.T) clusterStatus {
+	t.Helper()
+	text, err := in.webhook.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Cluster clusterStatus `json:"cluster"`
+	}
+	if err := json.Unmarshal([]byte(text), &st); err != nil {
+		t.Fatalf("/status: %v\n%s", err, text)
+	}
+	return st.Cluster
 }
 
 // checkDropSignals checks what the server shows about a feature the

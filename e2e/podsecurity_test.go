@@ -205,26 +205,13 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("the server says which policies lose their image assets", func(t *testing.T) {
 		dropped := !imageVolumes(suite.version, suite.target)
-		text, err := in.webhook.Status(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Cluster struct {
-				ImageVolumes string   `json:"imageVolumes"`
-				From         string   `json:"from"`
-				Affected     []string `json:"imageVolumeAffectedPolicies"`
-			} `json:"cluster"`
-		}
-		if err := json.Unmarshal([]byte(text), &st); err != nil {
-			t.Fatalf("/status: %v\n%s", err, text)
-		}
+		cluster := in.clusterStatus(t)
 		want, wantAffected := "kept", []string(nil)
 		if dropped {
 			want, wantAffected = "dropped", []string{"sandbox-seed"}
 		}
-		if st.Cluster.ImageVolumes != want || st.Cluster.From != "metrics" || !slices.Equal(st.Cluster.Affected, wantAffected) {
-			t.Errorf("/status cluster %+v; want imageVolumes %s from metrics, affected %q", st.Cluster, want, wantAffected)
+		if cluster.ImageVolumes != want || cluster.From != "metrics" || !slices.Equal(cluster.ImageVolumeAffected, wantAffected) {
+			t.Errorf("/status cluster %+v; want imageVolumes %s from metrics, affected %q", cluster, want, wantAffected)
 		}
 		wantCount := 0.0
 		if dropped {
