@@ -134,15 +134,7 @@ type checkPolicy struct {
 }
 
 func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, name string) error {
-	switch o.output {
-	case "text", "yaml", "json":
-	default:
-		return usageErrorf("--output must be text, yaml or json, not %q", o.output)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	cs, namespace, err := o.client()
+	ctx, cs, namespace, err := o.start(ctx)
 	if err != nil {
 		return err
 	}
@@ -273,6 +265,21 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams IOStreams, kind, 
 
 // client returns a clientset for the kubeconfig context and the namespace
 // to use.
+// start checks --output and connects: what every check subcommand does
+// first. A nil ctx (a command run outside Execute) is the background one.
+func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kubernetes.Interface, string, error) {
+	switch o.output {
+	case "text", "yaml", "json":
+	default:
+		return nil, nil, "", usageErrorf("--output must be text, yaml or json, not %q", o.output)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cs, namespace, err := o.client()
+	return ctx, cs, namespace, err
+}
+
 func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {

@@ -73,15 +73,7 @@ Exit codes: 0 no error; 4 an error found; 1 the check could not run.`,
 }
 
 func (o *clusterCheckOptions) runInstall(ctx context.Context, streams IOStreams, statusURL string) error {
-	switch o.output {
-	case "text", "yaml", "json":
-	default:
-		return usageErrorf("--output must be text, yaml or json, not %q", o.output)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	cs, _, err := o.client()
+	ctx, cs, _, err := o.start(ctx)
 	if err != nil {
 		return err
 	}
