@@ -35,7 +35,9 @@ MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels)
 MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence)$$
 MAP_MINOR     := 36
 MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
-MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false
+# 1.37 adds two gates that depend on PodLevelResources and refuse to start
+# without it, so they go off with it.
+MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false,PodLevelResourcesFixDefaulting=false,PodLevelResourcesFixKubeletQOSClass=false
 
 .PHONY: test
 test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
