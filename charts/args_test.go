@@ -6,7 +6,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/cli"
-	"github.com/sandbox-webhook/sandbox-webhook/server"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/serve"
 )
 
 // TestArgsParseWithServe parses the container args of every certificate mode with the real
@@ -30,7 +30,7 @@ func TestArgsParseWithServe(t *testing.T) {
 				t.Fatalf("%q does not run serve: %v", args, err)
 			}
 			certOpts := certs.NewOptions()
-			serve := server.NewCommand(certOpts)
+			serve := serve.NewCommand(certOpts)
 			if err := serve.ParseFlags(rest); err != nil {
 				t.Fatalf("serve rejects the chart's args %q: %v", rest, err)
 			}
@@ -54,7 +54,7 @@ func TestArgsParseWithServe(t *testing.T) {
 // TestArgsParseRejectsUnknownFlag guards the test above: an unknown flag is an error.
 func TestArgsParseRejectsUnknownFlag(t *testing.T) {
 	args := deploymentContainer(t, mustRender(t, `server: {extraArgs: ["--no-such-flag=1"]}`)).Args
-	if err := server.NewCommand(nil).ParseFlags(args[1:]); err == nil {
+	if err := serve.NewCommand(nil).ParseFlags(args[1:]); err == nil {
 		t.Fatal("serve accepted --no-such-flag")
 	}
 }

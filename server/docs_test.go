@@ -5,30 +5,22 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 
 	"github.com/sandbox-webhook/sandbox-webhook/admission"
 )
 
-// TestDocs keeps docs/serve.md in step with the code: every flag and every
-// metric is documented, every documented metric exists, and the example
-// config file is accepted.
+// TestDocs keeps docs/serve.md in step with the code: every metric is
+// documented and every documented metric exists (internal/cmd/serve checks
+// the flags and the example config file).
 func TestDocs(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "docs", "serve.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-
-	NewCommand(nil).Flags().VisitAll(func(f *pflag.Flag) {
-		if !strings.Contains(doc, "`--"+f.Name+"`") {
-			t.Errorf("docs/serve.md does not document --%s", f.Name)
-		}
-	})
 
 	reg := prometheus.NewRegistry()
 	m := newServerMetrics(reg)
@@ -60,18 +52,6 @@ func TestDocs(t *testing.T) {
 		if !registered[name] {
 			t.Errorf("docs/serve.md documents metric %s, which does not exist", name)
 		}
-	}
-
-	block := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(doc)
-	if block == nil {
-		t.Fatal("docs/serve.md has no example config file")
-	}
-	fs := NewCommand(nil).Flags()
-	if err := applyConfig(fs, "docs/serve.md", []byte(block[1])); err != nil {
-		t.Errorf("the example config file: %v", err)
-	}
-	if o, err := flagValuesOf(t, fs).options(fs); err != nil || len(o.PolicyPaths) != 1 {
-		t.Errorf("the example config file: %+v %v", o, err)
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 // update carries two.
 const maxRequestBytesBound = 7 << 20
 
-// Options configure Run. NewCommand fills them from flags, environment and
-// config file; tests fill them directly.
+// Options configure Run. The serve command (internal/cmd/serve) fills them
+// from flags, environment and config file; tests fill them directly.
 type Options struct {
 	// PolicyPaths are policy files or directories of policy files. They
 	// are watched and reloaded.

@@ -38,7 +38,7 @@ func TestUnrelatedWritesNeitherStarveNorFeedReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	log, err := newLogger("debug", logFile)
+	log, err := NewLogger("debug", logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestInvalidAtStartSaysNotReady(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "seed.yaml"), tt.content)
 			var logs bytes.Buffer
-			log, err := newLogger("debug", &logs)
+			log, err := NewLogger("debug", &logs)
 			if err != nil {
 				t.Fatal(err)
 			}

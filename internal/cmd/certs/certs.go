@@ -1,9 +1,14 @@
+// Package certs is the certs command group of the server binary:
+// `certs generate` writes a CA and a serving certificate for a webhook run
+// outside a cluster (the demo and the e2e suite use it).
 package certs
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	tlscerts "github.com/sandbox-webhook/sandbox-webhook/certs"
 )
 
 // NewCommand returns the `certs` command group; `certs generate` writes a CA and
@@ -19,7 +24,7 @@ func NewCommand() *cobra.Command {
 }
 
 func newGenerateCommand() *cobra.Command {
-	opts := GenerateOptions{Validity: DefaultValidity}
+	opts := tlscerts.GenerateOptions{Validity: tlscerts.DefaultValidity}
 	cmd := &cobra.Command{
 		Use:   "generate --out-dir DIR --host HOST [--host HOST...] [--validity 8760h]",
 		Short: "Write a fresh CA (ca.crt) and a serving certificate signed by it (tls.crt, tls.key)",
@@ -33,20 +38,20 @@ Existing files in --out-dir are kept, and the command fails, unless --force.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.validate(); err != nil {
+			if err := opts.Validate(); err != nil {
 				return cmd.FlagErrorFunc()(cmd, err)
 			}
-			if err := Generate(opts); err != nil {
+			if err := tlscerts.Generate(opts); err != nil {
 				return fmt.Errorf("certs generate: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s to %s\n", CAFile, CertFile, KeyFile, opts.OutDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s to %s\n", tlscerts.CAFile, tlscerts.CertFile, tlscerts.KeyFile, opts.OutDir)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&opts.OutDir, "out-dir", "", "directory to write ca.crt, tls.crt and tls.key into (created when missing)")
 	fs.StringArrayVar(&opts.Hosts, "host", nil, "subject alternative name of the serving certificate (repeatable; IP addresses become IP SANs)")
-	fs.DurationVar(&opts.Validity, "validity", DefaultValidity, "how long the CA and the serving certificate are valid")
+	fs.DurationVar(&opts.Validity, "validity", tlscerts.DefaultValidity, "how long the CA and the serving certificate are valid")
 	fs.BoolVar(&opts.Force, "force", false, "replace an existing ca.crt, tls.crt and tls.key in --out-dir (the old CA cannot be had again)")
 	return cmd
 }

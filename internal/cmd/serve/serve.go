@@ -1,9 +1,10 @@
-package server
+// Package serve is the serve command: it turns flags, environment variables
+// and a config file into server.Options and runs the admission server.
+package serve
 
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -12,12 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,13 +26,14 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
+	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
 // EnvPrefix prefixes the environment variable of every serve flag:
 // --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
 const EnvPrefix = "SANDBOX_WEBHOOK_"
 
-// flagValues are the serve flags before they become Options.
+// flagValues are the serve flags before they become server.Options.
 type flagValues struct {
 	config             string
 	policies           []string
@@ -108,7 +106,7 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 			if len(v.policies) == 0 {
 				return usage(cmd, fmt.Errorf("--policy is required (or $%s, or the policy key of --config)", EnvVar("policy")))
 			}
-			log, err := newLogger(v.logLevel, cmd.ErrOrStderr())
+			log, err := server.NewLogger(v.logLevel, cmd.ErrOrStderr())
 			if err != nil {
 				return usage(cmd, fmt.Errorf("%s: %w", flagSource(cmd.Flags(), "log-level"), err))
 			}
@@ -131,7 +129,7 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 				stop()
 			}()
 			opts.Certificates = certOpts
-			return Run(ctx, opts)
+			return server.Run(ctx, opts)
 		},
 	}
 
@@ -159,13 +157,13 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
 	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
 	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
-	certOpts.AddFlags(fs)
+	flags.Certificates(fs, certOpts)
 	return cmd
 }
 
-// options turns the resolved flags into Options.
-func (v *flagValues) options(fs *pflag.FlagSet) (Options, error) {
-	o := Options{
+// options turns the resolved flags into server.Options.
+func (v *flagValues) options(fs *pflag.FlagSet) (server.Options, error) {
+	o := server.Options{
 		PolicyPaths:            v.policies,
 		AllowEmptyPolicies:     v.allowEmpty,
 		LeakMitigation:         v.leakMitigation,
@@ -334,26 +332,6 @@ func flagSource(fs *pflag.FlagSet, name string) string {
 // EnvVar returns the environment variable of a serve flag.
 func EnvVar(flag string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
-
-// newLogger returns a JSON logger on w at level info or debug (V(1)). It
-// does not sample: at debug every admission decision gets its line.
-func newLogger(level string, w io.Writer) (logr.Logger, error) {
-	var lvl zapcore.Level
-	switch level {
-	case "info":
-		lvl = zapcore.InfoLevel
-	case "debug":
-		lvl = zapcore.DebugLevel
-	default:
-		return logr.Logger{}, fmt.Errorf("%q: must be info or debug", level)
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
-	// Locked: w may be any writer (cobra's ErrOrStderr), and logs come from
-	// many goroutines.
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zapr.NewLogger(zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))), nil
 }
 
 // restConfig is --kubeconfig, else the in-cluster config, else $KUBECONFIG

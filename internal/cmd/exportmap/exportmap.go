@@ -1,4 +1,6 @@
-package mapexport
+// Package exportmap is the export-map command: it compiles policies to
+// MutatingAdmissionPolicies with mapexport and writes them.
+package exportmap
 
 import (
 	"errors"
@@ -8,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
+	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -72,7 +75,7 @@ would run with; the mode is compiled into the policies.`,
 			if err != nil {
 				return err
 			}
-			exported, gaps, err := Export(set, Options{LeakMitigation: leakMitigation, ExcludeNamespaces: excludeNamespaces})
+			exported, gaps, err := mapexport.Export(set, mapexport.Options{LeakMitigation: leakMitigation, ExcludeNamespaces: excludeNamespaces})
 			if err != nil {
 				return err
 			}
@@ -84,9 +87,9 @@ would run with; the mode is compiled into the policies.`,
 				return fmt.Errorf("%w (--allow-gaps emits them without these):\n%s", ErrGaps, strings.Join(lines, "\n"))
 			}
 			if output.value == "json" {
-				return WriteJSON(cmd.OutOrStdout(), exported)
+				return mapexport.WriteJSON(cmd.OutOrStdout(), exported)
 			}
-			return WriteYAML(cmd.OutOrStdout(), exported, gaps, policies)
+			return mapexport.WriteYAML(cmd.OutOrStdout(), exported, gaps, policies)
 		},
 	}
 	f := cmd.Flags()

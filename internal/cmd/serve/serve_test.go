@@ -1,4 +1,4 @@
-package server
+package serve
 
 import (
 	"bytes"
@@ -14,11 +14,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
 // parse runs serve's flag resolution over args, env and an optional config
 // file, and returns the resulting Options.
-func parse(t *testing.T, args []string, env map[string]string, config string) (Options, error) {
+func parse(t *testing.T, args []string, env map[string]string, config string) (server.Options, error) {
 	t.Helper()
 	cmd := NewCommand(nil)
 	if config != "" {
@@ -30,11 +31,11 @@ func parse(t *testing.T, args []string, env map[string]string, config string) (O
 	}
 	fs := cmd.Flags()
 	if err := fs.Parse(args); err != nil {
-		return Options{}, err
+		return server.Options{}, err
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := resolveFlags(fs, lookup); err != nil {
-		return Options{}, err
+		return server.Options{}, err
 	}
 	return flagValuesOf(t, cmd.Flags()).options(fs)
 }
