@@ -4,23 +4,24 @@ SHELL := /usr/bin/env bash
 
 BIN        := $(CURDIR)/bin
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -X github.com/sandbox-webhook/sandbox-webhook/cli.version=$(VERSION)
-# The server build (the container image's) leaves out dry-run --map, the one
-# command that needs k8s.io/apiserver: a smaller binary and a leaner serve.
-SERVER_TAGS := nomap
+LDFLAGS    := -X github.com/sandbox-webhook/sandbox-webhook/internal/version.Version=$(VERSION)
 GO_TEST    ?= go test
 
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-.PHONY: build
-build: ## Build bin/sandbox-webhook.
+# Two binaries: the server, the container image's (serve, certs), and the
+# command line and kubectl plugin (dry-run, validate, test, check,
+# export-map), which alone links kube-apiserver's code for dry-run --map.
+.PHONY: build build-server build-cli
+build: build-server build-cli ## Build both binaries into bin/.
+
+build-server: ## Build bin/sandbox-webhook: the server, the container image's binary.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook ./cmd/webhook
 
-.PHONY: build-server
-build-server: ## Build bin/sandbox-webhook-server: the container image's binary, without the offline MAP runner.
-	CGO_ENABLED=0 go build -trimpath -tags $(SERVER_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook-server ./cmd/webhook
+build-cli: ## Build bin/kubectl-sandbox_webhook: the command line and kubectl plugin.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-sandbox_webhook ./cmd/kubectl-sandbox_webhook
 
 .PHONY: tools
 tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's older kube-apiservers) into bin/ unless already current.
@@ -36,7 +37,6 @@ MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling
 .PHONY: test
 test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
-	$(GO_TEST) -race -count=1 -tags $(SERVER_TAGS) ./cli/
 	cd charts/monitoringtest && $(GO_TEST) -count=1 ./...
 	$(MAKE) --no-print-directory e2e-matrix
 
@@ -53,7 +53,6 @@ e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor an
 lint: ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
-	go vet -tags $(SERVER_TAGS) ./...
 	go vet -tags nodee2e ./e2e/node/ ./e2e/harness/
 	cd charts/monitoringtest && go vet ./...
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
@@ -64,17 +63,17 @@ BENCH_COUNT ?= 3
 BENCH_TIME  ?= 500ms
 
 .PHONY: bench
-bench: build build-server tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
+bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
 	@mkdir -p $(BENCH_OUT)
 	@echo "[bench] 1/4 go test -bench (every package; the handler against its floor)"
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
 	go run ./hack/bench/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
 	@echo "[bench] 2/4 hack/bench/loadgen: the serve process and the floor under load, and start-up"
-	go run ./hack/bench/loadgen --binary $(BIN)/sandbox-webhook-server --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
+	go run ./hack/bench/loadgen --binary $(BIN)/sandbox-webhook --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
 	@echo "[bench] 3/4 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
 	BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m ./e2e/
 	@echo "[bench] 4/4 hack/bench/fleetbench: dry-run on Lists of 1,000 and 10,000 pods and workloads, per output format"
-	go run ./hack/bench/fleetbench --binary $(BIN)/sandbox-webhook --out $(BENCH_OUT)/fleet.md > /dev/null
+	go run ./hack/bench/fleetbench --binary $(BIN)/kubectl-sandbox_webhook --out $(BENCH_OUT)/fleet.md > /dev/null
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
 	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./admission)"; echo; cat $(BENCH_OUT)/core.md; \
@@ -86,7 +85,7 @@ e2e: tools ## Run only the end-to-end suite and the demo's test (race detector o
 	$(GO_TEST) -race -count=1 ./e2e/...
 
 .PHONY: demo
-demo: build tools ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
+demo: build-server tools ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
 	@command -v kubectl >/dev/null || bash hack/tools.sh kubectl
 	@echo "[demo] compiling the demo program"
 	@go build -o $(BIN)/sandbox-webhook-demo ./e2e/demo

@@ -35,7 +35,6 @@ const (
 	nonroot      = "65532:65532"
 	binary       = "/sandbox-webhook"
 	mainPackage  = "./cmd/webhook"
-	serverTag    = "nomap" // the build tag that leaves dry-run --map out of the image's binary
 )
 
 // dockerfile parses the Dockerfile with BuildKit and returns its stages; parser warnings
@@ -176,9 +175,9 @@ func TestDockerfileStages(t *testing.T) {
 }
 
 // TestDockerfileBuildMatchesMakefile checks that the image is built exactly as
-// `make build-server` builds: same environment, flags, build tags, version variable and
-// package (the output path aside); and that build-server is `make build` with the server's
-// build tags, which leave out dry-run --map.
+// `make build-server` builds the server: same environment, flags, version variable and package
+// (the output path aside), and no build tags: the image's binary is cmd/webhook, which
+// has no command line tools to leave out.
 func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	_, stages := dockerfile(t)
 	var run string
@@ -207,42 +206,42 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^([A-Z_]+)\s*[:?]?=\s*(.*)$`).FindAllStringSubmatch(string(mk), -1) {
 		vars[m[1]] = strings.TrimSpace(m[2])
 	}
-	if !strings.Contains(vars["LDFLAGS"], "cli.version=$(VERSION)") {
-		t.Fatalf("Makefile LDFLAGS %q no longer stamps cli.version; update this test and the Dockerfile together", vars["LDFLAGS"])
+	if !strings.Contains(vars["LDFLAGS"], "internal/version.Version=$(VERSION)") {
+		t.Fatalf("Makefile LDFLAGS %q no longer stamps internal/version.Version; update this test and the Dockerfile together", vars["LDFLAGS"])
 	}
-	server, full := makeRecipe(t, mk, vars, "build-server"), makeRecipe(t, mk, vars, "build")
+	server := makeRecipe(t, mk, vars, "build-server", mainPackage)
 
 	got := shellWords(t, run)
 	if !slices.Equal(server, got) {
-		t.Errorf("Dockerfile build differs from `make build-server` (output path aside):\nDockerfile %q\nMakefile   %q", got, server)
+		t.Errorf("Dockerfile build differs from `make build-server`, the build of %s (output path aside):\nDockerfile %q\nMakefile   %q", mainPackage, got, server)
 	}
 	if !slices.Contains(got, mainPackage) {
 		t.Errorf("the build does not build %s", mainPackage)
 	}
-	i := slices.Index(got, "-tags")
-	if i < 0 || i+1 == len(got) || !slices.Contains(strings.Split(got[i+1], ","), serverTag) {
-		t.Errorf("the image's build %q does not set -tags %s: serve would carry the offline MAP runner", got, serverTag)
-	}
-	if i >= 0 && i+1 < len(got) {
-		if without := slices.Delete(slices.Clone(got), i, i+2); !slices.Equal(without, full) {
-			t.Errorf("`make build-server` is not `make build` plus -tags (output path aside):\nbuild-server %q\nbuild        %q", server, full)
-		}
+	if slices.Contains(got, "-tags") {
+		t.Errorf("the image's build %q sets build tags; the two binaries need none", got)
 	}
 }
 
-// makeRecipe returns the one command of a Makefile target as shell words: make's
-// $(VAR) references expanded (LDFLAGS holds $(VERSION)), VERSION set as shellWords
-// sets it, the output path dropped.
-func makeRecipe(t *testing.T, mk []byte, vars map[string]string, target string) []string {
+// makeRecipe returns the one command of a Makefile target that builds pkg, as shell
+// words: make's $(VAR) references expanded (LDFLAGS holds $(VERSION)), VERSION set as
+// shellWords sets it, the output path dropped.
+func makeRecipe(t *testing.T, mk []byte, vars map[string]string, target, pkg string) []string {
 	t.Helper()
 	recipe := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:.*\n((?:\t.*\n)+)`).FindStringSubmatch(string(mk))
 	if recipe == nil {
 		t.Fatalf("no %s target in the Makefile", target)
 	}
-	cmd := strings.TrimSpace(recipe[1])
-	if strings.Contains(cmd, "\n") {
-		t.Fatalf("the %s target has several commands:\n%s", target, cmd)
+	var cmds []string
+	for _, line := range strings.Split(strings.TrimSpace(recipe[1]), "\n") {
+		if line = strings.TrimSpace(line); strings.HasSuffix(line, " "+pkg) {
+			cmds = append(cmds, line)
+		}
 	}
+	if len(cmds) != 1 {
+		t.Fatalf("the %s target has %d commands that build %s, want one:\n%s", target, len(cmds), pkg, recipe[1])
+	}
+	cmd := cmds[0]
 	for range 3 {
 		cmd = regexp.MustCompile(`\$\(([A-Z_]+)\)`).ReplaceAllStringFunc(cmd, func(ref string) string {
 			name := ref[2 : len(ref)-1]
@@ -260,7 +259,7 @@ func makeRecipe(t *testing.T, mk []byte, vars map[string]string, target string) 
 }
 
 // TestDockerfileContext checks every COPY source exists, is not excluded by .dockerignore,
-// and that the context keeps every file the image's `go build -tags nomap ./cmd/webhook`
+// and that the context keeps every file the image's `go build ./cmd/webhook`
 // reads while leaving out the large directories.
 func TestDockerfileContext(t *testing.T) {
 	_, stages := dockerfile(t)
@@ -303,8 +302,8 @@ func TestDockerfileContext(t *testing.T) {
 	}
 
 	// Every Go and embedded file of every main-module package the image's binary is built
-	// from, with its build tags.
-	out, err := exec.Command("go", "list", "-deps", "-tags", serverTag, "-f",
+	// from.
+	out, err := exec.Command("go", "list", "-deps", "-f",
 		`{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}`,
 		mainPackage).Output()
 	if err != nil {

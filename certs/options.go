@@ -29,7 +29,8 @@ const (
 
 var modes = []Mode{ModeFiles, ModeSelfManaged, ModeCertManager}
 
-// Options are the certificate settings of `serve` (its --cert-* flags).
+// Options are the certificate settings of `serve` (its --cert-* flags,
+// defined in internal/cmd/serve).
 type Options struct {
 	Mode          Mode
 	Namespace     string

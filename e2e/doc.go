@@ -1,7 +1,7 @@
 // Package e2e tests sandbox-webhook against a real kube-apiserver: the
-// sandbox-webhook binary, built as the container image's (make
-// build-server, -tags nomap), runs as a process with certificates from `certs
-// generate` and the example policies, behind the Helm chart's own
+// server binary, built as the container image's (cmd/webhook, make
+// build-server), runs as a process with certificates from `certs generate`
+// and the example policies, behind the Helm chart's own
 // MutatingWebhookConfiguration (rendered with webhook.url pointing at the
 // process), and pods are created with client-go. Its harness (package
 // harness) is shared with `make demo`.

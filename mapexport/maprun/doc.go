@@ -5,6 +5,7 @@
 //
 // It is the one package of the module that imports k8s.io/apiserver (its
 // CEL compiler, match conditions and patchers, and with them cel-go, gRPC
-// and OpenTelemetry). The admission server's build leaves it out (-tags
-// nomap): see cli/dryrun_nomap.go.
+// and OpenTelemetry). Only the command line (cmd/kubectl-sandbox_webhook)
+// links it; the server binary (cmd/webhook) does not, which
+// cmd/webhook/deps_test.go checks.
 package maprun

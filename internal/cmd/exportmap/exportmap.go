@@ -63,9 +63,9 @@ sandbox-webhook.io/export-gaps annotation.
 
 --leak-mitigation and --exclude-namespace are the serve flags the webhook
 would run with; the mode is compiled into the policies.`,
-		Example: `  sandbox-webhook export-map --policy examples/policies/memory > sandbox-map.yaml
+		Example: `  kubectl-sandbox_webhook export-map --policy examples/policies/memory > sandbox-map.yaml
   kubectl apply -f sandbox-map.yaml
-  sandbox-webhook export-map -p policies/ --leak-mitigation=on --exclude-namespace sandbox-webhook`,
+  kubectl-sandbox_webhook export-map -p policies/ --leak-mitigation=on --exclude-namespace sandbox-webhook`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(policies) == 0 {

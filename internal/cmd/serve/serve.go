@@ -157,7 +157,7 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
 	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
 	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
-	flags.Certificates(fs, certOpts)
+	certificateFlags(fs, certOpts)
 	return cmd
 }
 
