@@ -76,7 +76,7 @@ bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, 
 	go run ./hack/bench/fleetbench --binary $(BIN)/kubectl-sandbox_webhook --out $(BENCH_OUT)/fleet.md > /dev/null
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
-	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./admission)"; echo; cat $(BENCH_OUT)/core.md; \
+	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./internal/admission)"; echo; cat $(BENCH_OUT)/core.md; \
 	  echo; cat $(BENCH_OUT)/load.md; echo; cat $(BENCH_OUT)/e2e-burst.md; echo; cat $(BENCH_OUT)/fleet.md; } > $(BENCH_OUT)/report.md
 	@echo "[bench] report: $(BENCH_OUT)/report.md"
 

@@ -43,7 +43,7 @@ func under(pkg, root string) bool {
 // links its own commands and only those.
 func TestServerBinaryDeps(t *testing.T) {
 	left := []string{
-		module + "/mapexport/maprun",
+		module + "/internal/mapexport/maprun",
 		"k8s.io/apiserver",
 		"github.com/google/cel-go",
 		"google.golang.org/grpc",
@@ -62,8 +62,8 @@ func TestServerBinaryDeps(t *testing.T) {
 		}
 	}
 	own := map[string][]string{
-		"server": {module + "/server", module + "/certs", module + "/internal/cmd/serve", module + "/internal/cmd/certs"},
-		"command line": {module + "/mapexport", module + "/internal/cmd/dryrun", module + "/internal/cmd/validate",
+		"server": {module + "/internal/server", module + "/certs", module + "/internal/cmd/serve", module + "/internal/cmd/certs"},
+		"command line": {module + "/internal/mapexport", module + "/internal/cmd/dryrun", module + "/internal/cmd/validate",
 			module + "/internal/cmd/test", module + "/internal/cmd/check", module + "/internal/cmd/exportmap"},
 	}
 	for name, list := range map[string][]string{"server": server, "command line": cli} {

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport/maprun"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport/maprun"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )

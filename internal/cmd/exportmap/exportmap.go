@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )

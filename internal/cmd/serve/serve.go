@@ -24,9 +24,9 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/server"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
-	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
 // EnvPrefix prefixes the environment variable of every serve flag:

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/server"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/server"
 )
 
 // parse runs serve's flag resolution over args, env and an optional config

@@ -9,14 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 )
 
 // TestDocs keeps docs/serve.md in step with the code: every metric is
 // documented and every documented metric exists (internal/cmd/serve checks
 // the flags and the example config file).
 func TestDocs(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "docs", "serve.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "serve.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestExportGolden(t *testing.T) {
 			if err := WriteYAML(&out, exported, gaps, []string{src}); err != nil {
 				t.Fatal(err)
 			}
-			golden.Compare(t, "mapexport/testdata/"+mode+".yaml", out.Bytes())
+			golden.Compare(t, "internal/mapexport/testdata/"+mode+".yaml", out.Bytes())
 		})
 	}
 }

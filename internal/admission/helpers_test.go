@@ -30,7 +30,7 @@ import (
 )
 
 // repoRoot is where the shared corpus and the example policies live.
-const repoRoot = ".."
+const repoRoot = "../.."
 
 // testNamespaces are the namespaces of the shared corpus
 // (testdata/namespaces.yaml) plus one used by these tests alone.

@@ -25,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/sandbox-webhook/sandbox-webhook/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 )
 
 // Run serves admissions until ctx ends, then shuts down gracefully: it turns

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -22,7 +22,7 @@ import (
 // admission) and gets the webhook's result, from a policy alone in its MAP
 // and from a set's MAP, which converts in its last mutation.
 func TestLargePod(t *testing.T) {
-	for _, src := range []string{"examples/policies/disk", "mapexport/testdata/policies/tmpfs"} {
+	for _, src := range []string{"examples/policies/disk", "internal/mapexport/testdata/policies/tmpfs"} {
 		const n = 100
 		set := golden.Policies(t, src)
 		exported, _, _ := mapexport.Export(set, mapexport.Options{})

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -57,15 +57,15 @@ func asMap(t testing.TB, pod *corev1.Pod) map[string]any {
 // memory-mode one converting the pod's tmpfs volumes after every policy).
 func offlineSets() []golden.Set {
 	sets := []golden.Set{
-		{Name: "a-uv-cache", Policies: []string{"mapexport/testdata/policies/a-uv-cache.yaml"}},
-		{Name: "b-extra", Policies: []string{"mapexport/testdata/policies/b-extra.yaml"}},
-		{Name: "selectors", Policies: []string{"mapexport/testdata/policies/selectors.yaml"}},
-		{Name: "selectors-forced-memory", Policies: []string{"mapexport/testdata/policies/selectors.yaml"}, LeakMitigation: "off"},
-		{Name: "contest", Policies: []string{"mapexport/testdata/policies/contest"}},
-		{Name: "contest-forced-disk", Policies: []string{"mapexport/testdata/policies/contest"}, LeakMitigation: "on"},
-		{Name: "contest-and-selectors", Policies: []string{"mapexport/testdata/policies/contest", "mapexport/testdata/policies/selectors.yaml"}},
-		{Name: "contest-tmpfs", Policies: []string{"mapexport/testdata/policies/tmpfs"}},
-		{Name: "contest-tmpfs-forced-disk", Policies: []string{"mapexport/testdata/policies/tmpfs"}, LeakMitigation: "on"},
+		{Name: "a-uv-cache", Policies: []string{"internal/mapexport/testdata/policies/a-uv-cache.yaml"}},
+		{Name: "b-extra", Policies: []string{"internal/mapexport/testdata/policies/b-extra.yaml"}},
+		{Name: "selectors", Policies: []string{"internal/mapexport/testdata/policies/selectors.yaml"}},
+		{Name: "selectors-forced-memory", Policies: []string{"internal/mapexport/testdata/policies/selectors.yaml"}, LeakMitigation: "off"},
+		{Name: "contest", Policies: []string{"internal/mapexport/testdata/policies/contest"}},
+		{Name: "contest-forced-disk", Policies: []string{"internal/mapexport/testdata/policies/contest"}, LeakMitigation: "on"},
+		{Name: "contest-and-selectors", Policies: []string{"internal/mapexport/testdata/policies/contest", "internal/mapexport/testdata/policies/selectors.yaml"}},
+		{Name: "contest-tmpfs", Policies: []string{"internal/mapexport/testdata/policies/tmpfs"}},
+		{Name: "contest-tmpfs-forced-disk", Policies: []string{"internal/mapexport/testdata/policies/tmpfs"}, LeakMitigation: "on"},
 	}
 	for _, s := range golden.Sets {
 		if !s.NoMAP { // mapexport refuses it; cli's TestDryRunMAP checks the refusal
@@ -78,7 +78,7 @@ func offlineSets() []golden.Set {
 // offlinePods are the corpus pods and mapexport's own.
 func offlinePods(t *testing.T) []string {
 	var pods []string
-	for _, pattern := range []string{"testdata/pods/*.yaml", "mapexport/testdata/pods/*.yaml"} {
+	for _, pattern := range []string{"testdata/pods/*.yaml", "internal/mapexport/testdata/pods/*.yaml"} {
 		m, err := filepath.Glob(golden.Path(pattern))
 		if err != nil || len(m) == 0 {
 			t.Fatalf("no pods in %s: %v", pattern, err)
@@ -92,7 +92,7 @@ func offlinePods(t *testing.T) []string {
 // mapexport's.
 func offlineNamespaces(t *testing.T) map[string]map[string]string {
 	labels := golden.NamespaceLabels(t)
-	raw, err := os.ReadFile(golden.Path("mapexport/testdata/namespaces.yaml"))
+	raw, err := os.ReadFile(golden.Path("internal/mapexport/testdata/namespaces.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 )
 
 // guard is the webhook's HTTP handler at admission.Path: it does what the

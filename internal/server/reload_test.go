@@ -18,7 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
