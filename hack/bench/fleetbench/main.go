@@ -39,7 +39,7 @@ import (
 )
 
 func main() {
-	binary := flag.String("binary", "bin/kubectl-sandbox_webhook", "the command line binary to measure (make build-cli)")
+	binary := flag.String("binary", filepath.Join(benchdata.Root(), "bin", "kubectl-sandbox_webhook"), "the command line binary to measure (make build-cli)")
 	sizes := flag.String("objects", "1000,10000", "comma-separated List sizes")
 	formats := flag.String("formats", "yaml,json,patch,summary,yaml --check", "comma-separated output formats; \"F --check\" adds --check")
 	out := flag.String("out", "", "write the Markdown report here as well as to stdout")

@@ -1,12 +1,14 @@
 // Checks of the Dockerfile that need no Docker engine: BuildKit's own parser and lint
 // rules (those of `docker build --check`), the build context, and the build command
-// against the Makefile's.
-package sandboxwebhook_test
+// against the Makefile's. They run in the repository root, where the Dockerfile,
+// the Makefile and the build context are.
+package dockerfile
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +29,21 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 	"github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
+
+func TestMain(m *testing.M) {
+	root, err := harness.RepoRoot(".")
+	if err == nil {
+		err = os.Chdir(root)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 const (
 	builderImage = "golang:1.26"
