@@ -77,3 +77,38 @@ func TestServerBinaryDeps(t *testing.T) {
 	}
 	t.Logf("%d packages in the command line, %d in the server", len(cli), len(server))
 }
+
+// TestCobraOnlyInCommands: only command packages (the binaries, the
+// commands under internal/cmd, and what they share to define commands and
+// flags) import cobra or pflag, or a command package; the packages the
+// commands are made of export plain functions and option structs. (What
+// kube-apiserver's packages import is theirs.)
+func TestCobraOnlyInCommands(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	commands := []string{module + "/cmd", module + "/internal/cmd", module + "/internal/command", module + "/internal/flags"}
+	isCommand := func(pkg string) bool {
+		return slices.ContainsFunc(commands, func(root string) bool { return under(pkg, root) })
+	}
+	checked := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		if isCommand(pkg) {
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			if under(imp, "github.com/spf13/cobra") || under(imp, "github.com/spf13/pflag") || isCommand(imp) {
+				t.Errorf("%s imports %s; only command packages may", pkg, imp)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d packages; go list printed:\n%s", checked, out)
+	}
+}

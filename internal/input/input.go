@@ -23,7 +23,6 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 )
 
@@ -62,6 +61,9 @@ func (p Position) String() string {
 	return s
 }
 
+// ErrStdinTwice is Files' error for "-" given twice: a usage error.
+var ErrStdinTwice = errors.New("-f -: stdin can be read only once")
+
 // Files expands -f arguments as kubectl does: "-" is stdin (once), a
 // directory holds its *.json, *.yaml and *.yml files (and with recursive
 // those of its subdirectories), in lexical order; a file named directly is
@@ -72,7 +74,7 @@ func Files(names []string, recursive bool) ([]string, error) {
 	for _, name := range names {
 		if name == "-" {
 			if stdin {
-				return nil, command.UsageErrorf("-f -: stdin can be read only once")
+				return nil, ErrStdinTwice
 			}
 			stdin = true
 			out = append(out, name)

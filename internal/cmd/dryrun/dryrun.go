@@ -7,6 +7,7 @@ package dryrun
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -133,6 +134,9 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 		return err
 	}
 	files, err := input.Files(o.filenames, o.recursive)
+	if errors.Is(err, input.ErrStdinTwice) {
+		return command.UsageErrorf("%v", err)
+	}
 	if err != nil {
 		return err
 	}
