@@ -56,8 +56,9 @@ e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor an
 	cd e2e && E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' .
 
 .PHONY: lint
-lint: ## gofmt, go vet and golangci-lint.
+lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@set -e; for m in . $(TEST_MODULES); do (cd $$m && go mod tidy -diff) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	go vet ./...
 	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
 	cd e2e && go vet -tags nodee2e ./node/ ./harness/
