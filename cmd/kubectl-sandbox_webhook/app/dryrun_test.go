@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
 )
 
 // TestDryRunOutputs runs dry-run over workloads, Lists and pass-through
@@ -105,4 +106,12 @@ func TestDryRunSummary(t *testing.T) {
 		"-f", golden.Path("testdata/pods"), "-f", golden.Path("testdata/cli/workloads.yaml"),
 		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--check", "-o", "summary")
 	golden.Compare(t, "testdata/cli/summary.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+}
+
+// TestVersion: version prints the stamped version alone.
+func TestVersion(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "version")
+	if code != command.ExitOK || stdout != version.Version+"\n" {
+		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version.Version+"\n")
+	}
 }

@@ -1,4 +1,4 @@
-package app
+package dryrun
 
 import (
 	"bytes"
@@ -6,26 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/spf13/cobra"
+
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 )
 
-// runCLI runs the command line in-process and returns stdout, stderr and the
-// exit code.
+// runCLI runs the command in process, under a root named as the command
+// line binary, and returns stdout, stderr and the exit code.
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, command.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
-	return out.String(), errOut.String(), code
-}
-
-// runServer runs the server binary's command line (sandbox-webhook) in
-// process, as runCLI does.
-func runServer(t *testing.T, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := webhookapp.Main(args, command.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	streams := command.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
+	root := &cobra.Command{Use: "kubectl-sandbox_webhook"}
+	root.AddCommand(NewCommand(streams))
+	command.Prepare(root, streams)
+	code := command.Execute(root, args, streams)
 	return out.String(), errOut.String(), code
 }
 

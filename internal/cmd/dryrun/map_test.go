@@ -1,4 +1,4 @@
-package app
+package dryrun
 
 import (
 	"os"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
 )
 
 // TestDryRunMAP: dry-run --map reports, for every corpus pod under every
@@ -76,13 +75,5 @@ func TestDryRunMAPGaps(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
-	}
-}
-
-// TestVersion: version prints the stamped version alone.
-func TestVersion(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "", "version")
-	if code != command.ExitOK || stdout != version.Version+"\n" {
-		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version.Version+"\n")
 	}
 }
