@@ -30,7 +30,11 @@ tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's ol
 # The e2e version matrix: the newest minor runs the whole suite; every older
 # minor with a module e2e/tools/k8s-1.NN, and the newest with pod-level
 # resources switched off, run the tests whose outcome depends on the apiserver.
+# Older minors from MAP_MINOR on (MutatingAdmissionPolicy v1, GA in 1.36) also
+# prove the exported MAP equals the webhook.
 MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels)$$
+MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence)$$
+MAP_MINOR     := 36
 MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
 MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false
 
@@ -47,10 +51,12 @@ test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race det
 	$(MAKE) --no-print-directory e2e-matrix
 
 .PHONY: e2e-matrix
-e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor and with PodLevelResources off.
+e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor (and the MAP equivalence from 1.36) and with PodLevelResources off.
 	@set -e; for m in $(MATRIX_MINORS); do \
-	  echo "[matrix] kube-apiserver $$m"; \
-	  (cd e2e && E2E_KUBE_MINOR=$$m $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' .); \
+	  tests='$(MATRIX_TESTS)'; \
+	  if [ "$${m#1.}" -ge $(MAP_MINOR) ]; then tests='$(MAP_TESTS)'; fi; \
+	  echo "[matrix] kube-apiserver $$m: $$tests"; \
+	  (cd e2e && E2E_KUBE_MINOR=$$m $(GO_TEST) -race -count=1 -run "$$tests" .); \
 	done
 	@echo "[matrix] newest kube-apiserver, --feature-gates=$(MATRIX_GATES)"
 	cd e2e && E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' .

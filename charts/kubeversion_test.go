@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,9 +14,11 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 )
 
-// oldestTestedMinor is the oldest minor of the e2e version matrix: the modules
-// e2e/tools/k8s-1.NN that `make e2e-matrix` runs kube-apiserver from.
-func oldestTestedMinor(t *testing.T) int {
+// testedMinors returns the oldest and the newest minor of the e2e version
+// matrix: the oldest of the modules e2e/tools/k8s-1.NN that `make
+// e2e-matrix` runs kube-apiserver from, and the k8s.io/kubernetes e2e/tools
+// pins for the whole suite.
+func testedMinors(t *testing.T) (oldest, newest int) {
 	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join("..", "e2e", "tools", "k8s-1.*"))
 	if err != nil || len(dirs) == 0 {
@@ -28,17 +32,26 @@ func oldestTestedMinor(t *testing.T) int {
 		}
 		minors = append(minors, m)
 	}
-	return slices.Min(minors)
+	data, err := os.ReadFile(filepath.Join("..", "e2e", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes v1\.(\d+)\.`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("e2e/tools/go.mod requires no k8s.io/kubernetes v1.NN")
+	}
+	newest, _ = strconv.Atoi(string(m[1]))
+	return slices.Min(minors), newest
 }
 
-// TestKubeVersionIsTheTestedRange holds the chart's kubeVersion to the oldest
-// minor the version matrix proves: an install on an older cluster fails at
-// `helm install` with Helm's own message instead of running untested.
+// TestKubeVersionIsTheTestedRange holds the chart's kubeVersion to the minors
+// the version matrix proves: an install on an older or a newer cluster fails
+// at `helm install` with Helm's own message instead of running untested.
 func TestKubeVersionIsTheTestedRange(t *testing.T) {
-	oldest := oldestTestedMinor(t)
-	want := fmt.Sprintf(">=1.%d.0-0", oldest)
+	oldest, newest := testedMinors(t)
+	want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", oldest, newest+1)
 	if got := loadChart(t).Metadata.KubeVersion; got != want {
-		t.Fatalf("Chart.yaml kubeVersion = %q; the oldest minor e2e/tools proves is 1.%d, so it must be %q", got, oldest, want)
+		t.Fatalf("Chart.yaml kubeVersion = %q; e2e/tools proves 1.%d to 1.%d, so it must be %q", got, oldest, newest, want)
 	}
 	data, err := os.ReadFile(filepath.Join("..", "docs", "install.md"))
 	if err != nil {
@@ -61,12 +74,12 @@ func TestKubeVersionIsTheTestedRange(t *testing.T) {
 		_, err = install.Run(loadChart(t), map[string]any{})
 		return err
 	}
-	for _, v := range []string{fmt.Sprintf("v1.%d.0", oldest), fmt.Sprintf("v1.%d.5-eks-2f1e2d3", oldest), "v1.36.3"} {
+	for _, v := range []string{fmt.Sprintf("v1.%d.0", oldest), fmt.Sprintf("v1.%d.5-eks-2f1e2d3", oldest), "v1.36.3", fmt.Sprintf("v1.%d.2", newest), fmt.Sprintf("v1.%d.9-gke.1200", newest)} {
 		if err := render(v); err != nil {
 			t.Errorf("kube %s: %v", v, err)
 		}
 	}
-	for _, v := range []string{fmt.Sprintf("v1.%d.9", oldest-1), "v1.30.0"} {
+	for _, v := range []string{fmt.Sprintf("v1.%d.9", oldest-1), "v1.30.0", fmt.Sprintf("v1.%d.0", newest+1), fmt.Sprintf("v1.%d.0-eks-2f1e2d3", newest+1)} {
 		err := render(v)
 		if err == nil || !strings.Contains(err.Error(), "incompatible with Kubernetes "+v) {
 			t.Errorf("kube %s: err = %v; want Helm's kubeVersion refusal", v, err)

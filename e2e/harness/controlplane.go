@@ -49,6 +49,9 @@ type Target struct {
 	// FeatureGates is kube-apiserver's --feature-gates, e.g.
 	// PodLevelResources=false; "" for the version's defaults.
 	FeatureGates string
+	// AdmissionConfigFile is kube-apiserver's
+	// --admission-control-config-file, or "" for none.
+	AdmissionConfigFile string
 }
 
 // TargetFromEnv reads E2E_KUBE_MINOR and E2E_FEATURE_GATES.
@@ -92,6 +95,9 @@ func StartTarget(assets string, t Target, out io.Writer) (*ControlPlane, error) 
 	api.Path = t.APIServer(assets)
 	if t.FeatureGates != "" {
 		api.Configure().Append("feature-gates", t.FeatureGates)
+	}
+	if t.AdmissionConfigFile != "" {
+		api.Configure().Set("admission-control-config-file", t.AdmissionConfigFile)
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	if out != nil {

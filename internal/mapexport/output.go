@@ -12,7 +12,9 @@ import (
 // WriteYAML writes the exported objects as a multi-document YAML stream: a
 // header comment that says what they need and what they do not do (the
 // differences, and on a partial export every gap), then each policy and its
-// binding.
+// binding. The header opens the first object's document rather than being a
+// document of its own: kube-apiserver's staticManifestsDir loader refuses a
+// document that holds only comments.
 func WriteYAML(w io.Writer, exported []Exported, gaps []Gap, sources []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sandbox-webhook export-map of %s\n", strings.Join(sources, ", "))
@@ -30,6 +32,7 @@ func WriteYAML(w io.Writer, exported []Exported, gaps []Gap, sources []string) e
 	if len(exported) == 0 {
 		b.WriteString("#\n# No policy to export.\n")
 	}
+	first := true
 	for _, e := range exported {
 		for _, obj := range []any{e.Policy, e.Binding} {
 			m, err := objectMap(obj)
@@ -40,7 +43,10 @@ func WriteYAML(w io.Writer, exported []Exported, gaps []Gap, sources []string) e
 			if err != nil {
 				return err
 			}
-			b.WriteString("---\n")
+			if !first {
+				b.WriteString("---\n")
+			}
+			first = false
 			b.Write(out)
 		}
 	}

@@ -21,6 +21,14 @@ const (
 	imageVolumeDefaultMinor = 35
 )
 
+// The Kubernetes minors the e2e version matrix proves (e2e/tools and its
+// k8s-1.NN modules; a test holds these to them): --kube-version outside
+// them is refused rather than predicted from an apiserver nothing tested.
+const (
+	oldestKubeMinor = 33
+	newestKubeMinor = 37
+)
+
 // kubeTarget is the apiserver dry-run predicts for: --kube-version and the
 // --feature-gates that change what it stores.
 type kubeTarget struct {
@@ -39,6 +47,9 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 		v, err := utilversion.ParseGeneric(kubeVersion)
 		if err != nil || v.Major() != 1 {
 			return t, command.UsageErrorf("--kube-version %q: want a Kubernetes version such as 1.33 or v1.33.13", kubeVersion)
+		}
+		if v.Minor() < oldestKubeMinor || v.Minor() > newestKubeMinor {
+			return t, command.UsageErrorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, oldestKubeMinor, newestKubeMinor)
 		}
 		t.version = fmt.Sprintf("1.%d", v.Minor())
 		t.podLevel = mutate.PodLevelKept

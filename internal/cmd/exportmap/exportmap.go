@@ -44,6 +44,7 @@ func NewCommand() *cobra.Command {
 		policies          []string
 		excludeNamespaces []string
 		allowGaps         bool
+		static            bool
 		output            = &enumFlag{value: "yaml", values: []string{"yaml", "json"}}
 		leakMitigation    = mutate.LeakMitigationPolicy
 	)
@@ -62,7 +63,10 @@ what they cannot do, the gaps as YAML comments and in the
 sandbox-webhook.io/export-gaps annotation.
 
 --leak-mitigation and --exclude-namespace are the serve flags the webhook
-would run with; the mode is compiled into the policies.`,
+would run with; the mode is compiled into the policies.
+
+--static writes them for kube-apiserver's staticManifestsDir (1.37+): loaded
+from the control plane's disk, where no API client can delete them.`,
 		Example: `  kubectl-sandbox_webhook export-map --policy examples/policies/memory > sandbox-map.yaml
   kubectl apply -f sandbox-map.yaml
   kubectl-sandbox_webhook export-map -p policies/ --leak-mitigation=on --exclude-namespace sandbox-webhook`,
@@ -86,6 +90,9 @@ would run with; the mode is compiled into the policies.`,
 				}
 				return fmt.Errorf("%w (--allow-gaps emits them without these):\n%s", ErrGaps, strings.Join(lines, "\n"))
 			}
+			if static {
+				exported = mapexport.Static(exported)
+			}
 			if output.value == "json" {
 				return mapexport.WriteJSON(cmd.OutOrStdout(), exported)
 			}
@@ -96,6 +103,7 @@ would run with; the mode is compiled into the policies.`,
 	flags.Policy(f, &policies, "")
 	f.VarP(output, "output", "o", "yaml or json (a v1 List)")
 	f.BoolVar(&allowGaps, "allow-gaps", false, "emit policies even when they cannot do everything the webhook does, listing what they do not")
+	f.BoolVar(&static, "static", false, "name every object with the .static.k8s.io suffix of kube-apiserver's staticManifestsDir (1.37+)")
 	flags.LeakMitigation(f, &leakMitigation, "")
 	flags.ExcludeNamespace(f, &excludeNamespaces, "; serve's, such as the webhook's own")
 	return cmd

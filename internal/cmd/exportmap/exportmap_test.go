@@ -73,6 +73,20 @@ func TestCommand(t *testing.T) {
 			t.Errorf("%s of %v", list.Kind, kinds)
 		}
 	})
+	t.Run("static", func(t *testing.T) {
+		out, err := run("-p", golden.Path("examples/policies/memory"), "--static")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"\n  name: sandbox-webhook-sandbox-seed.static.k8s.io\n", "\n  policyName: sandbox-webhook-sandbox-seed.static.k8s.io\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if strings.HasPrefix(out, "---") || strings.Contains(out, "\n---\n#") {
+			t.Errorf("a document holds only comments, which staticManifestsDir refuses:\n%s", out)
+		}
+	})
 	t.Run("flags", func(t *testing.T) {
 		for args, want := range map[string]string{
 			"-p x -o xml":                  `must be one of yaml, json, not "xml"`,
