@@ -4,23 +4,24 @@ SHELL := /usr/bin/env bash
 
 BIN        := $(CURDIR)/bin
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -X github.com/sandbox-webhook/sandbox-webhook/cli.version=$(VERSION)
-# The server build (the container image's) leaves out dry-run --map, the one
-# command that needs k8s.io/apiserver: a smaller binary and a leaner serve.
-SERVER_TAGS := nomap
+LDFLAGS    := -X github.com/sandbox-webhook/sandbox-webhook/internal/version.Version=$(VERSION)
 GO_TEST    ?= go test
 
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-.PHONY: build
-build: ## Build bin/sandbox-webhook.
+# Two binaries: the server, the container image's (serve, certs), and the
+# command line and kubectl plugin (dry-run, validate, test, check,
+# export-map), which alone links kube-apiserver's code for dry-run --map.
+.PHONY: build build-server build-cli
+build: build-server build-cli ## Build both binaries into bin/.
+
+build-server: ## Build bin/sandbox-webhook: the server, the container image's binary.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook ./cmd/webhook
 
-.PHONY: build-server
-build-server: ## Build bin/sandbox-webhook-server: the container image's binary, without the offline MAP runner.
-	CGO_ENABLED=0 go build -trimpath -tags $(SERVER_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/sandbox-webhook-server ./cmd/webhook
+build-cli: ## Build bin/kubectl-sandbox_webhook: the command line and kubectl plugin.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-sandbox_webhook ./cmd/kubectl-sandbox_webhook
 
 .PHONY: tools
 tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's older kube-apiservers) into bin/ unless already current.
@@ -40,9 +41,14 @@ MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
 MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false,PodLevelResourcesFixDefaulting=false,PodLevelResourcesFixKubeletQOSClass=false
 
 .PHONY: test
+# The modules besides the main one: the e2e suite (with the Dockerfile's
+# checks), the chart's tests (with Helm), the bench tools. Each has its own
+# go.mod, so that Helm's and BuildKit's dependencies stay out of the main one.
+TEST_MODULES := e2e charts hack/bench
+
 test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
-	$(GO_TEST) -race -count=1 -tags $(SERVER_TAGS) ./cli/
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[test] module $$m" && $(GO_TEST) -race -count=1 ./...); done
 	cd charts/monitoringtest && $(GO_TEST) -count=1 ./...
 	$(MAKE) --no-print-directory e2e-matrix
 
@@ -52,53 +58,58 @@ e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor (a
 	  tests='$(MATRIX_TESTS)'; \
 	  if [ "$${m#1.}" -ge $(MAP_MINOR) ]; then tests='$(MAP_TESTS)'; fi; \
 	  echo "[matrix] kube-apiserver $$m: $$tests"; \
-	  E2E_KUBE_MINOR=$$m $(GO_TEST) -race -count=1 -run "$$tests" ./e2e/; \
+	  (cd e2e && E2E_KUBE_MINOR=$$m $(GO_TEST) -race -count=1 -run "$$tests" .); \
 	done
 	@echo "[matrix] newest kube-apiserver, --feature-gates=$(MATRIX_GATES)"
-	E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' ./e2e/
+	cd e2e && E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' .
 
 .PHONY: lint
-lint: ## gofmt, go vet and golangci-lint.
+lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@set -e; for m in . $(TEST_MODULES); do (cd $$m && go mod tidy -diff) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	go vet ./...
-	go vet -tags $(SERVER_TAGS) ./...
-	go vet -tags nodee2e ./e2e/node/ ./e2e/harness/
-	cd charts/monitoringtest && go vet ./...
+	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
+	cd e2e && go vet -tags nodee2e ./node/ ./harness/
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
-	go tool -modfile=hack/lint/go.mod golangci-lint run --build-tags nodee2e ./e2e/node/ ./e2e/harness/
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
+	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./harness/
 
 BENCH_OUT   ?= $(CURDIR)/_output/bench
 BENCH_COUNT ?= 3
 BENCH_TIME  ?= 500ms
 
 .PHONY: bench
-bench: build build-server tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
+bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
 	@mkdir -p $(BENCH_OUT)
 	@echo "[bench] 1/4 go test -bench (every package; the handler against its floor)"
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
-	go run ./hack/bench/benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
+	cd hack/bench && go run ./benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
 	@echo "[bench] 2/4 hack/bench/loadgen: the serve process and the floor under load, and start-up"
-	go run ./hack/bench/loadgen --binary $(BIN)/sandbox-webhook-server --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
+	cd hack/bench && go run ./loadgen --binary $(BIN)/sandbox-webhook --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
 	@echo "[bench] 3/4 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
-	BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m ./e2e/
+	cd e2e && BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m .
 	@echo "[bench] 4/4 hack/bench/fleetbench: dry-run on Lists of 1,000 and 10,000 pods and workloads, per output format"
-	go run ./hack/bench/fleetbench --binary $(BIN)/sandbox-webhook --out $(BENCH_OUT)/fleet.md > /dev/null
+	cd hack/bench && go run ./fleetbench --binary $(BIN)/kubectl-sandbox_webhook --out $(BENCH_OUT)/fleet.md > /dev/null
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
-	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./admission)"; echo; cat $(BENCH_OUT)/core.md; \
+	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./internal/admission)"; echo; cat $(BENCH_OUT)/core.md; \
 	  echo; cat $(BENCH_OUT)/load.md; echo; cat $(BENCH_OUT)/e2e-burst.md; echo; cat $(BENCH_OUT)/fleet.md; } > $(BENCH_OUT)/report.md
 	@echo "[bench] report: $(BENCH_OUT)/report.md"
 
 .PHONY: e2e
 e2e: tools ## Run only the end-to-end suite and the demo's test (race detector on).
-	$(GO_TEST) -race -count=1 ./e2e/...
+	cd e2e && $(GO_TEST) -race -count=1 ./...
 
 .PHONY: demo
-demo: build tools ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
+demo: build-server tools ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
 	@command -v kubectl >/dev/null || bash hack/tools.sh kubectl
 	@echo "[demo] compiling the demo program"
-	@go build -o $(BIN)/sandbox-webhook-demo ./e2e/demo
+	@cd e2e && go build -o $(BIN)/sandbox-webhook-demo ./demo
 	@$(BIN)/sandbox-webhook-demo $(DEMO_FLAGS)
+
+.PHONY: helm
+helm: ## Build bin/helm: the Helm the chart is tested with (pinned in charts/go.mod).
+	cd charts && go build -o $(BIN)/helm helm.sh/helm/v4/cmd/helm
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).
@@ -112,7 +123,7 @@ NODE_E2E_TIMEOUT ?= 20m
 
 .PHONY: node-e2e
 node-e2e: node-tools ## Run sandbox pods on a real node (containerd + kubelet, as root) and check what they get.
-	go test -tags nodee2e -count=1 -v -timeout $(NODE_E2E_TIMEOUT) ./e2e/node/
+	cd e2e && go test -tags nodee2e -count=1 -v -timeout $(NODE_E2E_TIMEOUT) ./node/
 
 NODE_LEAK_PODS ?= 100
 NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv
@@ -121,5 +132,5 @@ NODE_LEAK_ORDER ?= memory
 
 .PHONY: node-leak
 node-leak: node-tools ## Churn NODE_LEAK_PODS sandbox pods per mode on a real node; CSV and plot of the memory cgroups left (docs/node.md).
-	NODE_LEAK_PODS=$(NODE_LEAK_PODS) NODE_LEAK_OUT=$(NODE_LEAK_OUT) NODE_LEAK_ORDER=$(NODE_LEAK_ORDER) go test -tags nodee2e -count=1 -v -timeout 60m -run '^TestLeak$$' ./e2e/node/
+	cd e2e && NODE_LEAK_PODS=$(NODE_LEAK_PODS) NODE_LEAK_OUT=$(NODE_LEAK_OUT) NODE_LEAK_ORDER=$(NODE_LEAK_ORDER) go test -tags nodee2e -count=1 -v -timeout 60m -run '^TestLeak$$' ./node/
 	bash hack/leak-plot.sh $(NODE_LEAK_OUT) $(dir $(NODE_LEAK_OUT))leak.png

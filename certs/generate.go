@@ -58,7 +58,7 @@ var ErrExists = errors.New("already exists")
 // P-256. The CA's private key is never written: nothing else can be signed by it,
 // so trusting ca.crt trusts exactly this one serving certificate.
 func Generate(opts GenerateOptions) error {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return err
 	}
 	now := time.Now
@@ -161,7 +161,9 @@ func Generate(opts GenerateOptions) error {
 	return nil
 }
 
-func (o GenerateOptions) validate() error {
+// Validate reports every problem of the options at once, naming the flags
+// of `certs generate`.
+func (o GenerateOptions) Validate() error {
 	var errs []error
 	if o.OutDir == "" {
 		errs = append(errs, errors.New("--out-dir is required"))

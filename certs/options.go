@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -30,7 +29,8 @@ const (
 
 var modes = []Mode{ModeFiles, ModeSelfManaged, ModeCertManager}
 
-// Options are the certificate flags of `serve`.
+// Options are the certificate settings of `serve` (its --cert-* flags,
+// defined in internal/cmd/serve).
 type Options struct {
 	Mode          Mode
 	Namespace     string
@@ -54,17 +54,6 @@ type Options struct {
 // NewOptions returns the defaults: files mode, --namespace from $POD_NAMESPACE.
 func NewOptions() *Options {
 	return &Options{Mode: ModeFiles, Namespace: os.Getenv("POD_NAMESPACE")}
-}
-
-// AddFlags registers the certificate flags on fs.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.Var(modeValue{&o.Mode}, "cert-mode", "where the serving certificate comes from: files (--cert-dir), self-managed (rotated in --cert-secret) or cert-manager (--certificate)")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of --cert-secret and --certificate (default $POD_NAMESPACE)")
-	fs.StringVar(&o.Secret, "cert-secret", o.Secret, "self-managed: Secret in --namespace holding the CA and serving certificate (must exist; may be empty)")
-	fs.StringVar(&o.WebhookConfig, "webhook-config", o.WebhookConfig, "MutatingWebhookConfiguration whose caBundle is kept in sync (self-managed) or checked for the cainjector race (cert-manager)")
-	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "self-managed: Service name; the serving certificate is for NAME.NAMESPACE.svc")
-	fs.StringVar(&o.Certificate, "certificate", o.Certificate, "cert-manager: the Certificate in --namespace to watch for Ready and not-after")
-	fs.StringSliceVar(&o.ExtraDNSNames, "cert-extra-dns-name", o.ExtraDNSNames, "self-managed: extra DNS name for the serving certificate (repeatable), e.g. localhost for a webhook outside the cluster")
 }
 
 // Validate checks the flag combination for the chosen mode: required flags are
@@ -164,24 +153,12 @@ func modeList() string {
 	return strings.Join(s, "|")
 }
 
-// modeValue makes Mode a pflag.Value that rejects unknown modes at parse time.
-type modeValue struct{ m *Mode }
-
-func (v modeValue) String() string {
-	if v.m == nil || *v.m == "" {
-		return string(ModeFiles)
-	}
-	return string(*v.m)
-}
-
-func (v modeValue) Set(s string) error {
+// ParseMode returns the mode named s, or an error that lists the modes.
+func ParseMode(s string) (Mode, error) {
 	for _, m := range modes {
 		if Mode(s) == m {
-			*v.m = m
-			return nil
+			return m, nil
 		}
 	}
-	return fmt.Errorf("must be one of %s", modeList())
+	return "", fmt.Errorf("must be one of %s", modeList())
 }
-
-func (v modeValue) Type() string { return "mode" }

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
-	"github.com/sandbox-webhook/sandbox-webhook/cli"
-	"github.com/sandbox-webhook/sandbox-webhook/server"
+	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/serve"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
 // TestArgsParseWithServe parses the container args of every certificate mode with the real
-// command line: `serve` exists on the root command, every flag exists and its value has the
-// right type, and the certificate flags pass their mode's validation (with --namespace from
+// command line: `serve` exists on the image's binary (sandbox-webhook), every flag exists and
+// its value has the right type, and the certificate flags pass their mode's validation (with --namespace from
 // $POD_NAMESPACE, as in the pod).
 func TestArgsParseWithServe(t *testing.T) {
 	for name, values := range map[string]string{
@@ -24,13 +25,13 @@ func TestArgsParseWithServe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := deploymentContainer(t, mustRender(t, values)).Args
 
-			root := cli.NewRootCommand(cli.IOStreams{})
+			root := webhookapp.NewCommand(command.IOStreams{})
 			cmd, rest, err := root.Find(args)
 			if err != nil || cmd.Name() != "serve" {
 				t.Fatalf("%q does not run serve: %v", args, err)
 			}
 			certOpts := certs.NewOptions()
-			serve := server.NewCommand(certOpts)
+			serve := serve.NewCommand(certOpts)
 			if err := serve.ParseFlags(rest); err != nil {
 				t.Fatalf("serve rejects the chart's args %q: %v", rest, err)
 			}
@@ -54,7 +55,7 @@ func TestArgsParseWithServe(t *testing.T) {
 // TestArgsParseRejectsUnknownFlag guards the test above: an unknown flag is an error.
 func TestArgsParseRejectsUnknownFlag(t *testing.T) {
 	args := deploymentContainer(t, mustRender(t, `server: {extraArgs: ["--no-such-flag=1"]}`)).Args
-	if err := server.NewCommand(nil).ParseFlags(args[1:]); err == nil {
+	if err := serve.NewCommand(nil).ParseFlags(args[1:]); err == nil {
 		t.Fatal("serve accepted --no-such-flag")
 	}
 }

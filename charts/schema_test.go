@@ -68,7 +68,7 @@ func TestValuesSchemaSandboxPolicyInStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s: definitions.sandboxPolicy is not what the policy types generate; run REFRESH_GOLDEN=1 go test ./charts/ -run TestValuesSchemaSandboxPolicyInStep", path)
+		t.Errorf("%s: definitions.sandboxPolicy is not what the policy types generate; run REFRESH_GOLDEN=1 go test . -run TestValuesSchemaSandboxPolicyInStep in charts/", path)
 	}
 	if !bytes.Contains(raw, []byte(`"$ref": "#/definitions/sandboxPolicy"`)) {
 		t.Errorf("%s: nothing refers to definitions.sandboxPolicy", path)

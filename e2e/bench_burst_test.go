@@ -262,8 +262,8 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	ctx := t.Context()
 	dir := t.TempDir()
 	floor := filepath.Join(dir, "floor")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", floor, "./hack/bench/loadgen/floor")
-	build.Dir = suite.root
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", floor, "./loadgen/floor")
+	build.Dir = filepath.Join(suite.root, "hack", "bench") // the bench tools' module
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the floor server: %v\n%s", err, out)
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,11 +20,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cli"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
-// TestClusterCheck runs `sandbox-webhook check` against the real apiserver,
+// TestClusterCheck runs `kubectl-sandbox_webhook check` against the real apiserver,
 // with a webhook installed by the chart's configuration under
 // failurePolicy Ignore: a pod mutated as expected; a pod the objectSelector
 // never sends (check names the selector and the fix); a pod created while
@@ -43,7 +41,7 @@ func TestClusterCheck(t *testing.T) {
 		t.Helper()
 		args = append([]string{"check"}, args...)
 		args = append(args, "--kubeconfig", kubeconfig, "-n", ns, "--configuration", in.mwc.Name)
-		r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+		r, err := harness.RunCommand(t.Context(), suite.cli, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,19 +190,10 @@ func TestClusterCheck(t *testing.T) {
 		if err := os.WriteFile(file, append([]byte("apiVersion: v1\nkind: Pod\n"), b...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// The image's build leaves the CEL evaluator out, and says so.
-		r := check(t, "-f", file, "--policy", in.policies.Dir)
-		expect(t, r, 0, "    matchConditions (not evaluated: this build leaves out the CEL evaluator")
-		// A full build (this test binary's) evaluates them.
-		full := func(args ...string) harness.Result {
-			var out, errOut bytes.Buffer
-			args = append(args, "--kubeconfig", kubeconfig, "-n", ns, "--configuration", in.mwc.Name, "--policy", in.policies.Dir)
-			code := cli.Main(append([]string{"check"}, args...), cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-			return harness.Result{Stdout: out.Bytes(), Stderr: errOut.Bytes(), ExitCode: code}
-		}
-		expect(t, full("-f", file), 4, "webhook "+webhook+`: does not send the pod: matchCondition "not-skipped" is false for the pod`+"\n",
+		// The command line evaluates them with the apiserver's CEL matcher.
+		expect(t, check(t, "-f", file, "--policy", in.policies.Dir), 4, "webhook "+webhook+`: does not send the pod: matchCondition "not-skipped" is false for the pod`+"\n",
 			"verdict: not mutated: the policies select the pod, but no webhook configuration sends it")
-		expect(t, full("-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml")), 0, "    matchConditions (all hold for the pod): not-skipped: ")
+		expect(t, check(t, "-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml"), "--policy", in.policies.Dir), 0, "    matchConditions (all hold for the pod): not-skipped: ")
 	})
 
 	t.Run("deployment", func(t *testing.T) {
@@ -289,7 +278,7 @@ func readOnlyKubeconfig(t *testing.T) string {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("%s created a ConfigMap (err %v): the RBAC is not in force", user, err)
 	}
-	r, err := harness.RunCommand(ctx, suite.binary, "check", "--kubeconfig", path, "-n", "default", "pod", "none")
+	r, err := harness.RunCommand(ctx, suite.cli, "check", "--kubeconfig", path, "-n", "default", "pod", "none")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +288,7 @@ func readOnlyKubeconfig(t *testing.T) string {
 	return path
 }
 
-// TestClusterCheckInstall runs `sandbox-webhook check install` against the
+// TestClusterCheckInstall runs `kubectl-sandbox_webhook check install` against the
 // real apiserver and webhook: a healthy install passes; a policy set the
 // server does not serve, with selections the objectSelector never sends,
 // fails naming both; a caBundle from another CA fails naming the caBundle.
@@ -311,7 +300,7 @@ func TestClusterCheckInstall(t *testing.T) {
 	install := func(t *testing.T, wantCode int, args ...string) string {
 		t.Helper()
 		args = append([]string{"check", "install", "--kubeconfig", kubeconfig, "--configuration", in.mwc.Name, "--status-url", status}, args...)
-		r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+		r, err := harness.RunCommand(t.Context(), suite.cli, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ const referenceSuffix = "-reference"
 
 // Cases 1 and 2, for every pod of the golden corpus under every policy set:
 //
-// The cluster agrees with the CLI. `sandbox-webhook dry-run --check`
+// The cluster agrees with the CLI. `kubectl-sandbox_webhook dry-run --check`
 // predicts the mutated pod and whether the apiserver accepts it. The corpus
 // pod is then created through the webhook (stored pod A), and the CLI's
 // prediction is created with a server-side dry run in the twin namespace,
@@ -113,7 +113,7 @@ func TestCorpus(t *testing.T) {
 func dryRunOne(t *testing.T, args []string, rejected bool) (*corev1.Pod, []string, harness.Result) {
 	t.Helper()
 	args = append(args, targetArgs()...)
-	r, err := harness.RunCommand(t.Context(), suite.binary, args...)
+	r, err := harness.RunCommand(t.Context(), suite.cli, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

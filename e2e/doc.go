@@ -1,13 +1,13 @@
 // Package e2e tests sandbox-webhook against a real kube-apiserver: the
-// sandbox-webhook binary, built as the container image's (make
-// build-server, -tags nomap), runs as a process with certificates from `certs
-// generate` and the example policies, behind the Helm chart's own
+// server binary, built as the container image's (cmd/webhook, make
+// build-server), runs as a process with certificates from `certs generate`
+// and the example policies, behind the Helm chart's own
 // MutatingWebhookConfiguration (rendered with webhook.url pointing at the
 // process), and pods are created with client-go. Its harness (package
 // harness) is shared with `make demo`.
 //
-// Run it with `make test` or `make e2e`, or `go test ./e2e/` once `make
-// tools` has built kube-apiserver and etcd into bin/ (envtest's
+// Run it with `make test` or `make e2e`, or `go test .` in e2e/ (a module
+// of its own) once `make tools` has built kube-apiserver and etcd into bin/ (envtest's
 // KUBEBUILDER_ASSETS layout); without them the suite fails, it never skips.
 // The control plane has no scheduler, kubelet or controller-manager: pods are
 // admitted and stored, never run.

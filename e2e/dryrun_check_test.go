@@ -43,7 +43,7 @@ func TestDryRunCheckPredictsValidation(t *testing.T) {
 			if err := os.WriteFile(file, []byte(c.pod), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			r, err := harness.RunCommand(ctx, suite.binary, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", file, "--check", "-o", "patch")
+			r, err := harness.RunCommand(ctx, suite.cli, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", file, "--check", "-o", "patch")
 			if err != nil {
 				t.Fatal(err)
 			}

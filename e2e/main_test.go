@@ -19,11 +19,12 @@ import (
 )
 
 // suite is what TestMain sets up once for every test: one control plane and
-// one build of the webhook binary. Each test starts its own webhook process
+// one build of each binary. Each test starts its own webhook process
 // and configuration (see newInstance), scoped to its own namespaces.
 var suite struct {
 	root       string // repository root
-	binary     string // the sandbox-webhook binary under test
+	binary     string // the server binary under test (sandbox-webhook: serve, certs)
+	cli        string // the command line under test (kubectl-sandbox_webhook: dry-run, check)
 	kubeconfig string // admin kubeconfig for the webhook processes
 	cp         *harness.ControlPlane
 	cs         *kubernetes.Clientset
@@ -69,8 +70,12 @@ func runSuite(m *testing.M) (code int, err error) {
 
 	// The build and the control plane's start both take seconds; overlap them.
 	var wg sync.WaitGroup
-	var buildErr error
-	wg.Go(func() { suite.binary, buildErr = harness.BuildWebhook(ctx, root, tmp) })
+	var buildErr, cliErr error
+	wg.Go(func() {
+		if suite.binary, buildErr = harness.BuildWebhook(ctx, root, tmp); buildErr == nil {
+			suite.cli, cliErr = harness.BuildCLI(ctx, root, tmp)
+		}
+	})
 	cpLog, err := os.Create(filepath.Join(tmp, "controlplane.log"))
 	if err != nil {
 		return 1, err
@@ -80,7 +85,7 @@ func runSuite(m *testing.M) (code int, err error) {
 	cp, cpErr := harness.StartTarget(assets, suite.target, cpLog)
 	wg.Wait()
 	if cpErr != nil {
-		return 1, errors.Join(cpErr, buildErr)
+		return 1, errors.Join(cpErr, buildErr, cliErr)
 	}
 	stopCP := sync.OnceValue(cp.Stop)
 	defer func() {
@@ -112,8 +117,8 @@ func runSuite(m *testing.M) (code int, err error) {
 			defer watchdog.Stop()
 		}
 	}
-	if buildErr != nil {
-		return 1, buildErr
+	if err := errors.Join(buildErr, cliErr); err != nil {
+		return 1, err
 	}
 	suite.root, suite.cp = root, cp
 	suite.kubeconfig = filepath.Join(tmp, "kubeconfig")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -93,7 +93,7 @@ var mapSets = []golden.Set{
 	// Two disk-mode policies with different keepMemoryVolumes around a
 	// memory-mode one: the first to select a pod decides which of its
 	// tmpfs volumes stay, after every policy has injected.
-	{Name: "mapexport-tmpfs", Policies: []string{"mapexport/testdata/policies/tmpfs"}},
+	{Name: "mapexport-tmpfs", Policies: []string{"internal/mapexport/testdata/policies/tmpfs"}},
 }
 
 // TestMAPEquivalence: for every pod of the golden corpus under every policy

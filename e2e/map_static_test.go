@@ -19,7 +19,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 )
 
 // staticAdmissionConfig loads MutatingAdmissionPolicies and their bindings
@@ -60,7 +60,7 @@ func TestMAPStaticManifests(t *testing.T) {
 	for _, p := range set.Policies {
 		args = append(args, "--policy", golden.Path(p))
 	}
-	out, err := harness.Run(t.Context(), suite.binary, args...)
+	out, err := harness.Run(t.Context(), suite.cli, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

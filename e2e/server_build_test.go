@@ -9,10 +9,10 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// TestServerBuild: the binary under test is the container image's build
-// (-tags nomap). dry-run --map, left out of it, exits non-zero with an error
-// that says so and how to get a full build, and prints nothing on stdout;
-// dry-run without --map still mutates the pod; version names the build.
+// TestServerBuild: the binary under test is the container image's, the
+// server alone. dry-run is not one of its commands: it exits with a usage
+// error that says so and prints nothing on stdout; the command line binary
+// runs dry-run, --map included; both print their version.
 func TestServerBuild(t *testing.T) {
 	ctx := t.Context()
 	policy, pod := golden.Path("examples/policies/memory"), golden.Path("testdata/pods/basic.yaml")
@@ -21,23 +21,14 @@ func TestServerBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ExitCode == 0 {
-		t.Errorf("dry-run --map exited 0:\n%s", r.Stderr)
-	}
-	for _, want := range []string{
-		"Error: dry-run --map runs exported policies with kube-apiserver's code, which this build leaves out",
-		"built with -tags nomap, as the container image is",
-		"use a full build: make build or go install ./cmd/webhook",
-	} {
-		if !strings.Contains(string(r.Stderr), want) {
-			t.Errorf("dry-run --map: stderr does not say %q:\n%s", want, r.Stderr)
-		}
+	if r.ExitCode != 2 {
+		t.Errorf("the server's dry-run exited %d, want 2 (usage):\n%s", r.ExitCode, r.Stderr)
 	}
 	if len(r.Stdout) > 0 {
-		t.Errorf("dry-run --map printed:\n%s", r.Stdout)
+		t.Errorf("the server's dry-run printed:\n%s", r.Stdout)
 	}
 
-	out, err := harness.Run(ctx, suite.binary, "dry-run", "-p", policy, "-f", pod)
+	out, err := harness.Run(ctx, suite.cli, "dry-run", "-p", policy, "-f", pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +39,21 @@ func TestServerBuild(t *testing.T) {
 	if status := pods[0].Annotations[mutate.StatusAnnotation]; !strings.Contains(status, "sandbox-seed") {
 		t.Errorf("dry-run did not mutate the pod: %s %q", mutate.StatusAnnotation, status)
 	}
-
-	out, err = harness.Run(ctx, suite.binary, "version")
+	r, err = harness.RunCommand(ctx, suite.cli, "dry-run", "--map", "-p", policy, "-f", pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(string(out), " (nomap: without dry-run --map)\n") {
-		t.Errorf("version printed %q, want it to name the nomap build", out)
+	if r.ExitCode != 0 || !strings.Contains(string(r.Stderr), "the MAP gives the same pod as the webhook") {
+		t.Errorf("dry-run --map exited %d:\n%s", r.ExitCode, r.Stderr)
+	}
+
+	for _, binary := range []string{suite.binary, suite.cli} {
+		out, err = harness.Run(ctx, binary, "version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.TrimSpace(string(out)); v == "" || strings.Contains(v, " ") {
+			t.Errorf("%s version printed %q, want the version alone", binary, out)
+		}
 	}
 }

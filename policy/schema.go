@@ -41,7 +41,7 @@ func enumValues[T ~string](values []T) []string {
 // generated from the Go types: every field with its JSON name, no other
 // field, the fields without omitempty required, the enums' values. Rules it
 // cannot express (quantities, globs, host paths, selectors' semantics,
-// names owned twice) are left to Load: run `sandbox-webhook validate`.
+// names owned twice) are left to Load: run `kubectl-sandbox_webhook validate`.
 func JSONSchema() map[string]any {
 	s := schemaOf(reflect.TypeFor[SandboxPolicy]())
 	props := s["properties"].(map[string]any)
@@ -51,7 +51,7 @@ func JSONSchema() map[string]any {
 	s["$schema"] = "http://json-schema.org/draft-07/schema#"
 	s["$id"] = SchemaID
 	s["title"] = "SandboxPolicy " + APIVersion
-	s["description"] = "A sandbox-webhook policy. The schema checks field names, types and enums; `sandbox-webhook validate` checks everything."
+	s["description"] = "A sandbox-webhook policy. The schema checks field names, types and enums; `kubectl-sandbox_webhook validate` checks everything."
 	return s
 }
 

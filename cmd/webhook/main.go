@@ -1,13 +1,14 @@
-// Command sandbox-webhook is the sandbox pod mutating admission webhook, its
-// policy dry-run CLI and its helpers. See `sandbox-webhook --help`.
+// Command sandbox-webhook is the sandbox pod mutating admission webhook: the
+// container image's binary. See `sandbox-webhook --help`.
 package main
 
 import (
 	"os"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cli"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:], cli.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+	os.Exit(app.Main(os.Args[1:], command.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
 }

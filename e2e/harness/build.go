@@ -12,35 +12,42 @@ import (
 	"syscall"
 )
 
-// ServerTags are the build tags of the container image's binary (make
-// build-server): it leaves out dry-run --map.
-const ServerTags = "nomap"
+// BuildWebhook builds cmd/webhook of the repository at root, the server
+// (the container image's binary: serve, certs), into dir/sandbox-webhook
+// and returns its path. No race detector: the binary under test is the one
+// the image ships.
+func BuildWebhook(ctx context.Context, root, dir string) (string, error) {
+	return build(ctx, root, "./cmd/webhook", filepath.Join(dir, "sandbox-webhook"))
+}
 
-// BuildWebhook builds cmd/webhook of the repository at root into
-// dir/sandbox-webhook and returns its path. No race detector, and the
-// build tags of the container image: the binary under test is the one the
-// image ships (so dry-run --map, left out of it, cannot be run with it).
+// BuildCLI builds cmd/kubectl-sandbox_webhook of the repository at root,
+// the command line (dry-run, validate, test, check, export-map), into
+// dir/kubectl-sandbox_webhook and returns its path.
+func BuildCLI(ctx context.Context, root, dir string) (string, error) {
+	return build(ctx, root, "./cmd/kubectl-sandbox_webhook", filepath.Join(dir, "kubectl-sandbox_webhook"))
+}
+
+// build builds the main package pkg of the repository at root into out.
 //
 // Builds are serialized across processes with a lock file under
 // root/_output: test packages that run at once then compile the binary's
 // dependencies once, the later builds finding them in the Go build cache.
-func BuildWebhook(ctx context.Context, root, dir string) (string, error) {
+func build(ctx context.Context, root, pkg, out string) (string, error) {
 	unlock, err := lockFile(filepath.Join(root, "_output", ".build-webhook.lock"))
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	out := filepath.Join(dir, "sandbox-webhook")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", ServerTags, "-o", out, "./cmd/webhook")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build -tags %s ./cmd/webhook: %w\n%s", ServerTags, err, b)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
 }
 
-// Run runs the sandbox-webhook binary with args and returns its stdout; a
+// Run runs a sandbox-webhook binary with args and returns its stdout; a
 // non-zero exit is an error that carries stderr.
 func Run(ctx context.Context, binary string, args ...string) ([]byte, error) {
 	r, err := RunCommand(ctx, binary, args...)
@@ -56,7 +63,7 @@ type Result struct {
 	ExitCode       int
 }
 
-// RunCommand runs the sandbox-webhook binary with args. A non-zero exit code
+// RunCommand runs a sandbox-webhook binary with args. A non-zero exit code
 // is reported in the Result, not as an error; the error is for a command
 // that could not run or was killed.
 func RunCommand(ctx context.Context, binary string, args ...string) (Result, error) {

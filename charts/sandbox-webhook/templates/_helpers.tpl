@@ -141,7 +141,7 @@ bad types. Included by every template so that any render fails the same way.
 Inline policy selections that webhook.objectSelector never sends: one "- file: policy
 match...podSelector (...)" line each. A selection's smallest pod carries only the labels
 its podSelector requires (matchLabels; In: the first value; Exists); it must match the
-objectSelector, else the policy silently does nothing. `sandbox-webhook check install`
+objectSelector, else the policy silently does nothing. `kubectl-sandbox_webhook check install`
 makes the same check on the cluster.
 */}}
 {{- define "sandbox-webhook.unreachablePolicies" -}}

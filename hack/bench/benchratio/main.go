@@ -6,7 +6,7 @@
 // from numbers of one run, so they survive a noisy machine better than the
 // absolute figures.
 //
-//	go test -run '^$' -bench BenchmarkReview -benchmem -count 5 ./admission | go run ./hack/bench/benchratio
+//	go test -run '^$' -bench BenchmarkReview -benchmem -count 5 ./internal/admission | go run ./hack/bench/benchratio
 package main
 
 import (

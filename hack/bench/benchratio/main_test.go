@@ -7,7 +7,7 @@ import (
 
 const benchOutput = `goos: linux
 goarch: amd64
-pkg: github.com/sandbox-webhook/sandbox-webhook/admission
+pkg: github.com/sandbox-webhook/sandbox-webhook/internal/admission
 cpu: Some CPU
 BenchmarkReview/pod=typical/policies=1/path=handler-2   	    2000	    300 ns/op	   9.01 MB/s	  4000 B/op	    40 allocs/op
 BenchmarkReview/pod=typical/policies=1/path=floor-2     	    2000	    100 ns/op	  66.65 MB/s	  1000 B/op	    10 allocs/op

@@ -33,13 +33,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 func main() {
-	binary := flag.String("binary", "bin/sandbox-webhook", "the sandbox-webhook binary to measure")
+	binary := flag.String("binary", filepath.Join(benchdata.Root(), "bin", "kubectl-sandbox_webhook"), "the command line binary to measure (make build-cli)")
 	sizes := flag.String("objects", "1000,10000", "comma-separated List sizes")
 	formats := flag.String("formats", "yaml,json,patch,summary,yaml --check", "comma-separated output formats; \"F --check\" adds --check")
 	out := flag.String("out", "", "write the Markdown report here as well as to stdout")

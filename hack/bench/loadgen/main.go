@@ -6,7 +6,7 @@
 // processes, are driven by the same client in the same run, and their peak
 // RSS is read from /proc. Request counts and durations are bounded.
 //
-//	go run ./hack/bench/loadgen --binary bin/sandbox-webhook-server --out _output/bench/load.md
+//	go run ./hack/bench/loadgen --binary bin/sandbox-webhook --out _output/bench/load.md
 //
 // The webhook needs a namespace cache, so loadgen starts kube-apiserver and
 // etcd from --assets (make tools), as the e2e suite does.

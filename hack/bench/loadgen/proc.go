@@ -226,8 +226,8 @@ func (w webhookProcess) run(ctx context.Context, name string, poll time.Duration
 // buildFloors compiles the floor servers (hack/bench/loadgen/floor and
 // hack/bench/loadgen/decodefloor) into dir.
 func buildFloors(ctx context.Context, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/", "./hack/bench/loadgen/floor", "./hack/bench/loadgen/decodefloor")
-	cmd.Dir = benchdata.Root()
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+"/", "./loadgen/floor", "./loadgen/decodefloor")
+	cmd.Dir = filepath.Join(benchdata.Root(), "hack", "bench") // the bench tools' module
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the floor servers: %w\n%s", err, b)

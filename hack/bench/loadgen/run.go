@@ -40,8 +40,8 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.StringVar(&o.binary, "binary", "bin/sandbox-webhook-server", "the sandbox-webhook binary: the server build, as the container image runs it (make build-server)")
-	fs.StringVar(&o.assets, "assets", "bin", "directory holding kube-apiserver and etcd (make tools)")
+	fs.StringVar(&o.binary, "binary", filepath.Join(benchdata.Root(), "bin", "sandbox-webhook"), "the sandbox-webhook server binary, as the container image runs it (make build-server)")
+	fs.StringVar(&o.assets, "assets", filepath.Join(benchdata.Root(), "bin"), "directory holding kube-apiserver and etcd (make tools)")
 	fs.StringVar(&o.out, "out", "", "write the markdown report here as well as to stdout")
 	conc := fs.String("concurrency", "1,10,100", "comma-separated concurrency levels (one keep-alive connection per concurrent client)")
 	fs.IntVar(&o.requests, "requests", 20000, "measured requests per target and level (at most)")

@@ -1,0 +1,48 @@
+// Package app is the kubectl-sandbox_webhook command, sandbox-webhook's
+// command line and kubectl plugin: dry-run, validate, test, check,
+// export-map and version. Each command lives in internal/cmd/<command>.
+package app
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/check"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/dryrun"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/exportmap"
+	testcmd "github.com/sandbox-webhook/sandbox-webhook/internal/cmd/test"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/validate"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+)
+
+// NewCommand returns the kubectl-sandbox_webhook command with every
+// subcommand.
+func NewCommand(streams command.IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   PluginBinary,
+		Short: "Try, test and check sandbox-webhook policies",
+		Long: `sandbox-webhook patches every sandbox pod at CREATE, driven by SandboxPolicy
+files: a uv cache emptyDir (tmpfs, or disk in leak-mitigation mode),
+UV_LINK_MODE=copy, a pod-level memory headroom and read-only pre-staged data.
+This command applies the same policies offline, tests them, checks a
+cluster and exports them to MutatingAdmissionPolicies.
+
+Try a policy offline before installing it:
+  kubectl-sandbox_webhook dry-run --policy examples/policies/memory -f examples/pods/sandbox.yaml`,
+	}
+	setPluginName(root)
+	root.AddCommand(
+		dryrun.NewCommand(streams),
+		validate.NewCommand(streams),
+		testcmd.NewCommand(streams),
+		check.NewCommand(streams),
+		exportmap.NewCommand(),
+		command.NewVersionCommand(streams),
+	)
+	command.Prepare(root, streams)
+	return root
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, streams command.IOStreams) int {
+	return command.Execute(NewCommand(streams), args, streams)
+}

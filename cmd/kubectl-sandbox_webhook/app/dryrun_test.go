@@ -1,0 +1,117 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
+)
+
+// TestDryRunOutputs runs dry-run over workloads, Lists and pass-through
+// objects in every output format and compares the whole output.
+func TestDryRunOutputs(t *testing.T) {
+	for _, format := range []string{"yaml", "json", "patch", "diff"} {
+		t.Run(format, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, "", "dry-run",
+				"--policy", golden.Path("examples/policies/memory"),
+				"-f", golden.Path("testdata/cli/workloads.yaml"), "-o", format)
+			golden.Compare(t, "testdata/cli/workloads."+format+".golden",
+				[]byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+		})
+	}
+}
+
+func TestDryRunStdin(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {app: sandbox}\nspec:\n  containers: [{name: c, image: i}]\n"
+	stdout, stderr, code := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "-n", "sandboxes", "-o", "patch")
+	if code != command.ExitOK {
+		t.Fatalf("exit code %d, stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{`"path": "/spec/volumes"`, `"path": "/spec/resources"`, `"medium": "Memory"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("patch lacks %s:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "Pod sandboxes/p:\n  sandbox-seed: matched") {
+		t.Errorf("report does not name the pod and the matching policy:\n%s", stderr)
+	}
+}
+
+// TestExitCodes checks the documented exit codes and that each error says
+// what is wrong.
+func TestExitCodes(t *testing.T) {
+	memory := golden.Path("examples/policies/memory")
+	pod := golden.Path("testdata/pods/basic.yaml")
+	bad := golden.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		message string
+	}{
+		{"ok", []string{"dry-run", "-p", memory, "-f", pod}, command.ExitOK, ""},
+		{"invalid policy", []string{"dry-run", "-p", bad, "-f", pod}, command.ExitError, "invalid-hostpath-dangerous.yaml"},
+		{"missing input file", []string{"dry-run", "-p", memory, "-f", "/nonexistent.yaml"}, command.ExitError, "/nonexistent.yaml"},
+		{"no policy", []string{"dry-run", "-f", pod}, command.ExitUsage, "--policy is required"},
+		{"no input", []string{"dry-run", "-p", memory}, command.ExitUsage, "-f is required"},
+		{"bad output", []string{"dry-run", "-p", memory, "-f", pod, "-o", "xml"}, command.ExitUsage, `--output must be yaml, json, patch, diff or summary, not "xml"`},
+		{"bad mode", []string{"dry-run", "-p", memory, "-f", pod, "--leak-mitigation", "maybe"}, command.ExitUsage, `invalid argument "maybe" for "--leak-mitigation" flag: must be on, off or policy`},
+		{"unknown flag", []string{"dry-run", "--polcy", memory}, command.ExitUsage, "unknown flag: --polcy"},
+		{"namespace conflict", []string{"dry-run", "-p", memory, "-f", pod, "-n", "other"}, command.ExitUsage, `is in namespace "sandboxes", not --namespace "other"`},
+		{"bad namespace label", []string{"dry-run", "-p", memory, "-f", pod, "--namespace-label", "novalue"}, command.ExitUsage, `want key=value`},
+		{"validate ok", []string{"validate", memory}, command.ExitOK, ""},
+		{"validate invalid", []string{"validate", bad}, command.ExitError, "must not be or lie under"},
+		{"validate nothing", []string{"validate"}, command.ExitUsage, "at least one policy"},
+		// --allowed-host-path is serve's: the examples' asset lies in /mnt/shared.
+		{"validate allowed host path", []string{"validate", "--allowed-host-path", "/mnt/shared", memory}, command.ExitOK, ""},
+		{"validate host path not allowed", []string{"validate", "--allowed-host-path", "/srv/data", "--allowed-host-path", "/mnt/other", memory},
+			command.ExitError, `spec.assets[0].hostPath.path: Invalid value: "/mnt/shared/swe-rebench-v2": must lie under an --allowed-host-path: /srv/data, /mnt/other`},
+		{"validate bad allowed host path", []string{"validate", "--allowed-host-path", "/", memory}, command.ExitUsage, `--allowed-host-path "/": must not be /`},
+		{"dry-run allowed host path", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "/mnt/shared"}, command.ExitOK, ""},
+		{"dry-run host path not allowed", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "/srv/data"},
+			command.ExitError, `must lie under an --allowed-host-path: /srv/data`},
+		{"dry-run relative allowed host path", []string{"dry-run", "-p", memory, "-f", pod, "--allowed-host-path", "mnt/shared"}, command.ExitUsage, `--allowed-host-path "mnt/shared"`},
+		{"version", []string{"version"}, command.ExitOK, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, code := runCLI(t, "", c.args...)
+			if code != c.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			if c.message != "" && !strings.Contains(stderr, c.message) {
+				t.Errorf("stderr does not say %q:\n%s", c.message, stderr)
+			}
+		})
+	}
+}
+
+func TestValidateOutput(t *testing.T) {
+	stdout, _, code := runCLI(t, "", "validate", golden.Path("examples/policies/memory"), golden.Path("examples/policies/disk"))
+	if code != command.ExitOK {
+		t.Fatalf("exit code %d", code)
+	}
+	if got := strings.Count(stdout, "is valid\n"); got != 2 {
+		t.Errorf("want one line per policy, got:\n%s", stdout)
+	}
+}
+
+// TestDryRunSummary: -o summary counts the corpus under several policies
+// with leak mitigation on, instead of a report per pod.
+func TestDryRunSummary(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("testdata/policies/multi"), "-p", golden.Path("examples/policies/memory"),
+		"-f", golden.Path("testdata/pods"), "-f", golden.Path("testdata/cli/workloads.yaml"),
+		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--check", "-o", "summary")
+	golden.Compare(t, "testdata/cli/summary.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+}
+
+// TestVersion: version prints the stamped version alone.
+func TestVersion(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "version")
+	if code != command.ExitOK || stdout != version.Version+"\n" {
+		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version.Version+"\n")
+	}
+}

@@ -1,0 +1,69 @@
+package app
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+var (
+	exampleRE   = regexp.MustCompile("(?s)<!-- example:[^>]*-->\\s*```console\\n\\$ kubectl-sandbox_webhook ([^\\n]*)\\n(.*?)```\\s*<!-- /example -->")
+	policyRefRE = regexp.MustCompile("(?s)<!-- policy-reference:[^>]*-->\\s*```yaml\\n(.*?)```\\s*<!-- /policy-reference -->")
+)
+
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(golden.Path("README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestREADMEExamples runs every command the README shows with its output and
+// requires the README to show exactly what the command prints (stderr, then
+// stdout, as a terminal shows them).
+func TestREADMEExamples(t *testing.T) {
+	matches := exampleRE.FindAllStringSubmatch(readme(t), -1)
+	if len(matches) < 2 {
+		t.Fatalf("found %d README examples, want the dry-run and the validate example", len(matches))
+	}
+	t.Chdir(golden.Root())
+	for _, m := range matches {
+		t.Run(m[1], func(t *testing.T) {
+			stdout, stderr, _ := runCLI(t, "", strings.Fields(m[1])...)
+			if got := stderr + stdout; got != m[2] {
+				t.Errorf("README shows:\n%s\nthe command prints:\n%s", m[2], got)
+			}
+		})
+	}
+}
+
+// TestREADMEPolicyReference loads the README's policy reference so the
+// documented format cannot drift from the loader.
+func TestREADMEPolicyReference(t *testing.T) {
+	m := policyRefRE.FindStringSubmatch(readme(t))
+	if m == nil {
+		t.Fatal("README has no policy reference block")
+	}
+	ps, err := policy.Parse("README.md", []byte(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 {
+		t.Fatalf("want one policy, got %d", len(ps))
+	}
+}
+
+// TestExamplePolicies loads every shipped example policy directory.
+func TestExamplePolicies(t *testing.T) {
+	for _, dir := range []string{"examples/policies/memory", "examples/policies/disk", "testdata/policies/multi", "testdata/policies/hostpath-only.yaml"} {
+		if _, err := policy.Load(golden.Path(dir)); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
+	}
+}

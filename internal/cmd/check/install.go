@@ -1,0 +1,275 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+)
+
+// expiryWarning is how close to its expiry a certificate is reported.
+const expiryWarning = 7 * 24 * time.Hour
+
+// installFinding is one result of check install.
+type installFinding struct {
+	// Level is ok, warning or error.
+	Level   string `json:"level"`
+	Subject string `json:"subject"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+type installReport struct {
+	PolicySource string           `json:"policySource,omitempty"`
+	Findings     []installFinding `json:"findings"`
+	OK           bool             `json:"ok"`
+}
+
+func (r *installReport) add(level, subject, msg, fix string) {
+	r.Findings = append(r.Findings, installFinding{Level: level, Subject: subject, Message: msg, Fix: fix})
+}
+
+func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *cobra.Command {
+	var statusURL string
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Check the installed webhook: caBundle, certificate, endpoints, served policies, selectors",
+		Long: `Check every installed sandbox-webhook MutatingWebhookConfiguration (or
+--configuration):
+
+- its caBundle parses and verifies the certificate the webhook serves (for a
+  service webhook, reached at <service>.<namespace>.svc, so from inside the
+  cluster; from outside it is reported as not reachable), and how soon the
+  certificate expires (an error when expired, a warning within 7 days);
+- the Service has ready endpoints;
+- the policy hash the server serves (its /status, given as --status-url)
+  equals that of the release's policies ConfigMap (or --policy);
+- every policy's pod selection (match, or each match.any block) is reachable
+  through the configuration's namespaceSelector and objectSelector: a policy
+  whose pods are never sent to the webhook is an error, with the fix.
+
+Exit codes: 0 no error; 4 an error found; 1 the check could not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.runInstall(cmd.Context(), streams, statusURL)
+		},
+	}
+	cmd.Flags().StringVar(&statusURL, "status-url", "", "the server's /status URL (health port), to compare the policy hash it serves")
+	return cmd
+}
+
+func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IOStreams, statusURL string) error {
+	ctx, cs, _, err := o.start(ctx)
+	if err != nil {
+		return err
+	}
+	configs, err := o.configurations(ctx, cs)
+	if err != nil {
+		return err
+	}
+	rep := &installReport{}
+	if len(configs) == 0 {
+		rep.add("error", "configuration", "no sandbox-webhook MutatingWebhookConfiguration is installed", "install the chart, or pass --configuration")
+	}
+	for _, c := range configs {
+		for _, w := range c.Webhooks {
+			o.checkWebhook(ctx, cs, rep, c.Name+"/"+w.Name, w)
+		}
+	}
+	releaseNS := o.releaseNamespace
+	if releaseNS == "" && len(configs) > 0 {
+		releaseNS = serviceNamespace(configs[0])
+	}
+	if set, source, err := o.loadPolicies(ctx, cs, configs, releaseNS); err != nil {
+		rep.add("error", "policies", err.Error(), "")
+	} else {
+		rep.PolicySource = source
+		un := clustercheck.Reachable(set, configs)
+		for _, u := range un {
+			rep.add("error", "policy "+u.Policy+" "+u.Block, u.Reason, u.Fix)
+		}
+		if len(un) == 0 && len(configs) > 0 {
+			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%d policies, %s)", len(set.Policies), source), "")
+		}
+		if statusURL != "" {
+			served, err := servedHash(ctx, statusURL)
+			switch {
+			case err != nil:
+				rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", statusURL, err), "")
+			case served != set.Hash:
+				rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
+					"the server has not reloaded: look at its /status for the rejected reload, or restart it")
+			default:
+				rep.add("ok", "served policies", "the server serves policy set "+served+", as "+source+" holds", "")
+			}
+		}
+	}
+	rep.OK = true
+	for _, f := range rep.Findings {
+		if f.Level == "error" {
+			rep.OK = false
+		}
+	}
+	if err := writeInstallReport(streams.Out, rep, o.output); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return &command.ExitCodeError{Code: command.ExitCheckFailed, Err: errors.New("check install found errors")}
+	}
+	return nil
+}
+
+// checkWebhook checks one webhook's caBundle, endpoints and certificate.
+func (o *clusterCheckOptions) checkWebhook(ctx context.Context, cs kubernetes.Interface, rep *installReport, subject string, w admissionregistrationv1.MutatingWebhook) {
+	pool, cas, err := clustercheck.CAPool(w.ClientConfig.CABundle)
+	if err != nil {
+		rep.add("error", subject, err.Error(), "set the caBundle to the CA that signed the serving certificate (cert-manager's cainjector, or the chart's webhook.caBundle)")
+		return
+	}
+	for _, ca := range cas {
+		o.expiry(rep, subject, "the caBundle's CA "+ca.Subject.CommonName, ca.NotAfter)
+	}
+	var address, serverName string
+	switch cc := w.ClientConfig; {
+	case cc.URL != nil:
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			rep.add("error", subject, "invalid url: "+err.Error(), "")
+			return
+		}
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		address, serverName = net.JoinHostPort(u.Hostname(), port), u.Hostname()
+	case cc.Service != nil:
+		s := cc.Service
+		port := int32(443)
+		if s.Port != nil {
+			port = *s.Port
+		}
+		if _, err := cs.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
+			rep.add("error", subject, fmt.Sprintf("service %s/%s: %v", s.Namespace, s.Name, err), "install the chart's Service, or fix clientConfig.service")
+			return
+		}
+		eps, err := cs.DiscoveryV1().EndpointSlices(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Name})
+		if err != nil {
+			rep.add("error", subject, fmt.Sprintf("endpoints of service %s/%s: %v", s.Namespace, s.Name, err), "")
+			return
+		}
+		ready := 0
+		for _, sl := range eps.Items {
+			for _, e := range sl.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		if ready == 0 {
+			rep.add("error", subject, fmt.Sprintf("service %s/%s has no ready endpoint: no replica answers (failurePolicy %s)", s.Namespace, s.Name, failurePolicyOf(w)),
+				"look at the webhook Deployment's pods: kubectl -n "+s.Namespace+" get pods,events")
+		} else {
+			rep.add("ok", subject, fmt.Sprintf("service %s/%s has %d ready endpoints", s.Namespace, s.Name, ready), "")
+		}
+		serverName = s.Name + "." + s.Namespace + ".svc"
+		address = net.JoinHostPort(serverName, strconv.Itoa(int(port)))
+	default:
+		rep.add("error", subject, "clientConfig has neither url nor service", "")
+		return
+	}
+	serving, err := clustercheck.ServingCert(ctx, address, serverName, pool)
+	if err != nil {
+		level := "error"
+		if w.ClientConfig.Service != nil {
+			level = "warning" // the service's name resolves only inside the cluster
+		}
+		rep.add(level, subject, fmt.Sprintf("cannot reach %s to verify its certificate against the caBundle: %v", address, err), "run check install from inside the cluster")
+		return
+	}
+	if serving.Unverified != nil {
+		rep.add("error", subject, fmt.Sprintf("the caBundle does not verify the certificate served at %s: %v", address, serving.Unverified),
+			"set the caBundle to the CA that signed the serving certificate: with cert-manager, check the cert-manager.io/inject-ca-from annotation and the cainjector; otherwise the chart's webhook.caBundle")
+	} else {
+		rep.add("ok", subject, "the caBundle verifies the certificate served at "+address, "")
+	}
+	if len(serving.Chain) > 0 {
+		o.expiry(rep, subject, "the serving certificate", serving.Chain[0].NotAfter)
+	}
+}
+
+func (o *clusterCheckOptions) expiry(rep *installReport, subject, what string, notAfter time.Time) {
+	left := time.Until(notAfter)
+	switch {
+	case left <= 0:
+		rep.add("error", subject, fmt.Sprintf("%s expired at %s", what, notAfter.UTC().Format(time.RFC3339)), "renew it (cert-manager renews its own; certs generate for a self-managed one)")
+	case left < expiryWarning:
+		rep.add("warning", subject, fmt.Sprintf("%s expires at %s, in %s", what, notAfter.UTC().Format(time.RFC3339), left.Round(time.Minute)), "renew it before it expires")
+	default:
+		rep.add("ok", subject, fmt.Sprintf("%s expires at %s", what, notAfter.UTC().Format(time.RFC3339)), "")
+	}
+}
+
+func failurePolicyOf(w admissionregistrationv1.MutatingWebhook) string {
+	if w.FailurePolicy == nil {
+		return string(admissionregistrationv1.Fail)
+	}
+	return string(*w.FailurePolicy)
+}
+
+// servedHash reads the policy set hash from the server's /status.
+func servedHash(ctx context.Context, statusURL string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Policies struct {
+			Hash string `json:"hash"`
+		} `json:"policies"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return "", err
+	}
+	if st.Policies.Hash == "" {
+		return "", errors.New("no policy set hash in it")
+	}
+	return st.Policies.Hash, nil
+}
+
+func writeInstallReport(w io.Writer, rep *installReport, output string) error {
+	if output == "json" || output == "yaml" {
+		return writeMachineReport(w, rep, output)
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintf(w, "%s: %s: %s\n", f.Level, f.Subject, f.Message)
+		if f.Fix != "" && f.Level != "ok" {
+			fmt.Fprintf(w, "  fix: %s\n", f.Fix)
+		}
+	}
+	if rep.OK {
+		fmt.Fprintln(w, "verdict: no errors")
+	} else {
+		fmt.Fprintln(w, "verdict: errors found")
+	}
+	return nil
+}

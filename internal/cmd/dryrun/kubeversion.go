@@ -1,0 +1,140 @@
+package dryrun
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// The first Kubernetes minors whose apiserver keeps, by default, pod-level
+// resources (PodLevelResources beta, on, in 1.34) and image volumes
+// (ImageVolume on in 1.35).
+const (
+	podLevelDefaultMinor    = 34
+	imageVolumeDefaultMinor = 35
+)
+
+// The Kubernetes minors the e2e version matrix proves (e2e/tools and its
+// k8s-1.NN modules; a test holds these to them): --kube-version outside
+// them is refused rather than predicted from an apiserver nothing tested.
+const (
+	oldestKubeMinor = 33
+	newestKubeMinor = 37
+)
+
+// kubeTarget is the apiserver dry-run predicts for: --kube-version and the
+// --feature-gates that change what it stores.
+type kubeTarget struct {
+	version      string // "1.33", as given; "" when not given
+	gates        string // --feature-gates, as given
+	podLevel     mutate.PodLevelResources
+	imageVolumes mutate.ImageVolumes
+}
+
+// parseKubeTarget reads --kube-version (1.NN or v1.NN.P) and --feature-gates
+// (PodLevelResources=true|false, ImageVolume=true|false, comma-separated
+// like kube-apiserver's).
+func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
+	t := kubeTarget{gates: gates}
+	if kubeVersion != "" {
+		v, err := utilversion.ParseGeneric(kubeVersion)
+		if err != nil || v.Major() != 1 {
+			return t, command.UsageErrorf("--kube-version %q: want a Kubernetes version such as 1.33 or v1.33.13", kubeVersion)
+		}
+		if v.Minor() < oldestKubeMinor || v.Minor() > newestKubeMinor {
+			return t, command.UsageErrorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, oldestKubeMinor, newestKubeMinor)
+		}
+		t.version = fmt.Sprintf("1.%d", v.Minor())
+		t.podLevel = mutate.PodLevelKept
+		if v.Minor() < podLevelDefaultMinor {
+			t.podLevel = mutate.PodLevelDropped
+		}
+		t.imageVolumes = mutate.ImageVolumesKept
+		if v.Minor() < imageVolumeDefaultMinor {
+			t.imageVolumes = mutate.ImageVolumesDropped
+		}
+	}
+	for g := range strings.SplitSeq(gates, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(g, "=")
+		on, err := strconv.ParseBool(val)
+		if !ok || err != nil {
+			return t, command.UsageErrorf("--feature-gates %q: want NAME=true|false", g)
+		}
+		switch name {
+		case "PodLevelResources":
+			t.podLevel = mutate.PodLevelDropped
+			if on {
+				t.podLevel = mutate.PodLevelKept
+			}
+		case "ImageVolume":
+			t.imageVolumes = mutate.ImageVolumesDropped
+			if on {
+				t.imageVolumes = mutate.ImageVolumesKept
+			}
+		}
+		// Other gates are accepted as kube-apiserver takes them; they
+		// change nothing these pods store.
+	}
+	return t, nil
+}
+
+// storedPod is pod as an apiserver of target t stores it: without pod-level
+// resources, or image volumes and their mounts, where it drops them (the
+// webhook injects neither there; the pod may have its own). It returns a
+// note for each thing that dropped.
+func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, []string) {
+	var notes []string
+	out := pod
+	if t.podLevel == mutate.PodLevelDropped && pod.Spec.Resources != nil {
+		out = pod.DeepCopy()
+		out.Spec.Resources = nil
+		notes = append(notes, t.name()+" drops pod-level resources without an error: spec.resources is not stored")
+	}
+	if t.imageVolumes != mutate.ImageVolumesDropped {
+		return out, notes
+	}
+	var images []string
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil {
+			images = append(images, v.Name)
+		}
+	}
+	if len(images) == 0 {
+		return out, notes
+	}
+	if out == pod {
+		out = pod.DeepCopy()
+	}
+	isImage := func(v corev1.Volume) bool { return v.Image != nil }
+	mountsImage := func(m corev1.VolumeMount) bool { return slices.Contains(images, m.Name) }
+	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, isImage)
+	for i := range out.Spec.InitContainers {
+		out.Spec.InitContainers[i].VolumeMounts = slices.DeleteFunc(out.Spec.InitContainers[i].VolumeMounts, mountsImage)
+	}
+	for i := range out.Spec.Containers {
+		out.Spec.Containers[i].VolumeMounts = slices.DeleteFunc(out.Spec.Containers[i].VolumeMounts, mountsImage)
+	}
+	for i := range out.Spec.EphemeralContainers {
+		ec := &out.Spec.EphemeralContainers[i]
+		ec.VolumeMounts = slices.DeleteFunc(ec.VolumeMounts, mountsImage)
+	}
+	notes = append(notes, fmt.Sprintf("%s drops image volumes without an error: volumes %s and their mounts are not stored", t.name(), strings.Join(images, ", ")))
+	return out, notes
+}
+
+func (t kubeTarget) name() string {
+	if t.version == "" {
+		return "the apiserver (" + t.gates + ")"
+	}
+	return "Kubernetes " + t.version
+}

@@ -1,0 +1,78 @@
+package dryrun
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+func TestParseKubeTarget(t *testing.T) {
+	for _, c := range []struct {
+		version, gates string
+		want           mutate.PodLevelResources
+		wantImage      mutate.ImageVolumes
+	}{
+		{"", "", mutate.PodLevelUnknown, mutate.ImageVolumesUnknown},
+		{"1.33", "", mutate.PodLevelDropped, mutate.ImageVolumesDropped},
+		{"v1.33.13", "", mutate.PodLevelDropped, mutate.ImageVolumesDropped},
+		{"1.34", "", mutate.PodLevelKept, mutate.ImageVolumesDropped},
+		{"v1.35.4", "", mutate.PodLevelKept, mutate.ImageVolumesKept},
+		{"v1.36.3", "", mutate.PodLevelKept, mutate.ImageVolumesKept},
+		{"v1.36.3", "PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling=false", mutate.PodLevelDropped, mutate.ImageVolumesKept},
+		{"1.33", "PodLevelResources=true", mutate.PodLevelKept, mutate.ImageVolumesDropped},
+		{"", "PodLevelResources=false", mutate.PodLevelDropped, mutate.ImageVolumesUnknown},
+		{"", "ImageVolume=false", mutate.PodLevelUnknown, mutate.ImageVolumesDropped},
+		{"1.34", "ImageVolume=true", mutate.PodLevelKept, mutate.ImageVolumesKept},
+		{"v1.36.3", "ImageVolume=false,PodLevelResources=false", mutate.PodLevelDropped, mutate.ImageVolumesDropped},
+		{"1.37", "", mutate.PodLevelKept, mutate.ImageVolumesKept},
+		{"v1.37.2", "PodLevelResources=false", mutate.PodLevelDropped, mutate.ImageVolumesKept},
+	} {
+		got, err := parseKubeTarget(c.version, c.gates)
+		if err != nil || got.podLevel != c.want || got.imageVolumes != c.wantImage {
+			t.Errorf("parseKubeTarget(%q, %q) = %q %q, %v; want %q %q", c.version, c.gates, got.podLevel, got.imageVolumes, err, c.want, c.wantImage)
+		}
+	}
+	for _, bad := range [][2]string{{"2.1", ""}, {"latest", ""}, {"1.32", ""}, {"v1.32.9", ""}, {"1.38", ""}, {"v1.38.0", ""}, {"1.33", "PodLevelResources"}, {"1.33", "PodLevelResources=maybe"}, {"1.33", "ImageVolume=perhaps"}} {
+		if _, err := parseKubeTarget(bad[0], bad[1]); err == nil {
+			t.Errorf("parseKubeTarget(%q, %q): no error", bad[0], bad[1])
+		}
+	}
+}
+
+// TestKubeVersionWindowIsTheMatrix holds the minors --kube-version accepts to
+// the e2e version matrix: the newest is e2e/tools' k8s.io/kubernetes, the
+// oldest the oldest e2e/tools/k8s-1.NN module.
+func TestKubeVersionWindowIsTheMatrix(t *testing.T) {
+	data, err := os.ReadFile(golden.Path("e2e/tools/go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes v1\.(\d+)\.`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("e2e/tools/go.mod requires no k8s.io/kubernetes v1.NN")
+	}
+	if newest, _ := strconv.Atoi(string(m[1])); newest != newestKubeMinor {
+		t.Errorf("newestKubeMinor = %d; e2e/tools pins 1.%d", newestKubeMinor, newest)
+	}
+	dirs, err := filepath.Glob(golden.Path("e2e/tools/k8s-1.*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no e2e/tools/k8s-1.NN modules (%v)", err)
+	}
+	oldest := newestKubeMinor
+	for _, d := range dirs {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(d), "k8s-1.%d", &n); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		oldest = min(oldest, n)
+	}
+	if oldest != oldestKubeMinor {
+		t.Errorf("oldestKubeMinor = %d; the oldest e2e/tools/k8s-1.NN is 1.%d", oldestKubeMinor, oldest)
+	}
+}

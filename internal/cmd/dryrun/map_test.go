@@ -1,0 +1,79 @@
+package dryrun
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+)
+
+// TestDryRunMAP: dry-run --map reports, for every corpus pod under every
+// policy set, that the exported MAP gives the webhook's pod (the multi set's
+// shadow policy, a gap, changes no pod); the -o output is the webhook's,
+// unchanged by --map. One run per set, of every corpus pod at once.
+func TestDryRunMAP(t *testing.T) {
+	var pods []string
+	for _, c := range golden.Cases(t) {
+		if c.Set.Name == golden.Sets[0].Name {
+			b, err := os.ReadFile(golden.Path(c.Input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods = append(pods, string(b))
+		}
+	}
+	input := filepath.Join(t.TempDir(), "pods.yaml")
+	if err := os.WriteFile(input, []byte(strings.Join(pods, "\n---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range golden.Sets {
+		t.Run(set.Name, func(t *testing.T) {
+			args := []string{"dry-run", "--map", "-f", input, "--namespaces", golden.Path(golden.Namespaces)}
+			for _, p := range set.Policies {
+				args = append(args, "--policy", golden.Path(p))
+			}
+			if set.LeakMitigation != "" {
+				args = append(args, "--leak-mitigation="+set.LeakMitigation)
+			}
+			stdout, stderr, code := runCLI(t, "", args...)
+			if set.NoMAP {
+				if want := "match.any cannot be exported to a MutatingAdmissionPolicy yet"; code == command.ExitOK || !strings.Contains(stderr, want) {
+					t.Fatalf("exit code %d, want a failure naming %q:\n%s", code, want, stderr)
+				}
+				return
+			}
+			if code != command.ExitOK {
+				t.Fatalf("exit code %d:\n%s", code, stderr)
+			}
+			if n := strings.Count(stderr, ": the MAP gives the same pod as the webhook\n"); n != len(pods) {
+				t.Errorf("agreement reported for %d of %d pods:\n%s", n, len(pods), stderr)
+			}
+			plain, _, _ := runCLI(t, "", slices.Delete(slices.Clone(args), 1, 2)...)
+			if stdout != plain {
+				t.Errorf("--map changed the output:\n%s\nwithout --map:\n%s", stdout, plain)
+			}
+		})
+	}
+}
+
+// TestDryRunMAPGaps: dry-run --map names the gaps of a partial export.
+func TestDryRunMAPGaps(t *testing.T) {
+	_, stderr, code := runCLI(t, "", "dry-run", "--map", "-p", golden.Path("testdata/policies/multi"),
+		"-f", golden.Path("testdata/pods/basic.yaml"))
+	if code != command.ExitOK {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"MutatingAdmissionPolicies (export-map): sandbox-webhook\n",
+		`  gap: policy "c-shadow": enforcement: shadow: a MAP has no report-only mode`,
+		"Pod sandboxes/basic: the MAP gives the same pod as the webhook\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}

@@ -1,0 +1,602 @@
+package dryrun
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// pipeline is dry-run's input-to-output path: every object is read, mutated,
+// reported and written before the next is read, so memory does not grow
+// with the number of objects.
+type pipeline struct {
+	o           *dryRunOptions
+	set         *policy.Set
+	opts        mutate.Options
+	target      kubeTarget // --kube-version, --feature-gates
+	namespaces  map[string]map[string]string
+	extraLabels map[string]string
+	report      *preview.ReportWriter
+	out         outputWriter
+	summary     *fleetSummary
+	progress    *progress
+
+	objects, pods, rejected int
+	// unknownNamespaces are the namespaces already reported as missing
+	// from --namespaces.
+	unknownNamespaces map[string]bool
+	// mapPods are kept for --map only, which compares them at the end.
+	mapPods []*preview.Pod
+	// listKind is the kind named in the head of the open List.
+	listKind string
+}
+
+// streamingGCPercent is the GOGC dry-run runs with unless GOGC is set.
+// The pipeline's live heap is one object, the policies and the Pod Security
+// checks, a few MiB, while every object allocates about a hundred times
+// its size in decoded values: with the default GOGC=100 the collector ran
+// every few objects and took a fifth of the CPU. At 300 it runs a third as
+// often; the heap still tracks the live heap (at most four times it), so
+// memory stays flat with the number of objects.
+const streamingGCPercent = 300
+
+// tuneGC sets streamingGCPercent and returns what restores the setting.
+func tuneGC() (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
+	old := debug.SetGCPercent(streamingGCPercent)
+	return func() { debug.SetGCPercent(old) }
+}
+
+// quiet reports whether per-object reports are left out (-o summary).
+func (p *pipeline) quiet() bool { return p.o.output == "summary" }
+
+func (p *pipeline) Object(pos input.Position, doc map[string]any) error {
+	if err := p.process(pos, doc, 0); err != nil {
+		return err
+	}
+	return p.out.object(doc)
+}
+
+func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
+	p.listKind, _ = head["kind"].(string)
+	return p.out.listStart(head)
+}
+
+func (p *pipeline) ListItem(pos input.Position, item any) error {
+	if doc, ok := item.(map[string]any); ok {
+		if err := p.process(pos, doc, 1); err != nil {
+			return err
+		}
+	} else {
+		p.objects++
+		p.note("%s: not an object: passed through unchanged", pos)
+	}
+	return p.out.listItem(item)
+}
+
+func (p *pipeline) ListEnd(pos input.Position, tail map[string]any) error {
+	kind := p.listKind
+	if k, ok := tail["kind"].(string); ok {
+		kind = k
+	}
+	if !strings.HasSuffix(kind, "List") {
+		return fmt.Errorf("%s: has an items list but its kind %q is not a List", pos, kind)
+	}
+	return p.out.listEnd(tail)
+}
+
+// note prints a line about an object that is not a pod.
+func (p *pipeline) note(format string, args ...any) {
+	if !p.quiet() {
+		p.report.Line(format, args...)
+	}
+}
+
+// podKinds are the kinds dry-run mutates, for the hint on a miscased kind.
+var podKinds = append(slices.Sorted(func(yield func(string) bool) {
+	for k := range input.TemplatePaths {
+		if !yield(k) {
+			return
+		}
+	}
+}), "Pod")
+
+// process runs one object through the core and reports it. depth is how
+// deeply it is nested in Lists.
+func (p *pipeline) process(pos input.Position, doc map[string]any, depth int) error {
+	p.objects++
+	p.progress.tick(p.objects)
+	if input.IsList(doc) {
+		// A List inside a List: kubectl flattens it, so its items are
+		// mutated in place, within the object that holds them.
+		items := doc["items"].([]any)
+		p.note("%s: a %s inside a List: its %d items are mutated in place", input.DisplayName(doc, ""), doc["kind"], len(items))
+		p.summary.nestedLists++
+		for i, it := range items {
+			ipos := pos
+			ipos.Item = i + 1
+			if m, ok := it.(map[string]any); ok {
+				if err := p.process(ipos, m, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	obj := input.Classify(doc)
+	if !obj.HasPod() {
+		p.passThrough(pos, doc)
+		return nil
+	}
+	ns, err := p.namespaceOf(doc)
+	if err != nil {
+		return err
+	}
+	dp, err := preview.Object(obj, ns, p.set, p.opts, p.o.output == "diff")
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", pos, input.DisplayName(doc, ns.Name), err)
+	}
+	p.pods++
+	if !p.quiet() {
+		preview.WriteReport(p.report, dp)
+	}
+	var problems []string
+	if p.o.check {
+		problems = checkProblems(dp, p.target)
+		if len(problems) > 0 {
+			p.rejected++
+		}
+		if !p.quiet() {
+			writeCheck(p.report, dp, problems, p.target)
+		}
+	}
+	p.summary.add(dp, problems)
+	if p.o.mapCompare {
+		p.mapPods = append(p.mapPods, dp)
+	}
+	return p.out.pod(dp)
+}
+
+// passThrough says why an object is left as it is.
+func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
+	kind, _ := doc["kind"].(string)
+	md, _ := doc["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	if ns == "" {
+		ns = cmp.Or(p.o.namespace, "default")
+	}
+	name := input.DisplayName(doc, ns)
+	p.summary.passed++
+	for _, k := range podKinds {
+		if kind != k && strings.EqualFold(kind, k) {
+			p.note("%s: kind %q is not %q (kinds are case-sensitive; the apiserver knows no %q): passed through unchanged", name, kind, k, kind)
+			if p.o.check {
+				p.rejected++
+				p.summary.reject(fmt.Sprintf("no kind %q is registered", kind))
+				if !p.quiet() {
+					p.report.Line("check: %s: would be rejected: no kind %q is registered (did you mean %q?)", name, kind, k)
+				}
+			}
+			return
+		}
+	}
+	switch kind {
+	case "":
+		p.note("%s: an object without a kind: passed through unchanged", pos)
+	default:
+		p.note("%s: not a pod or a workload with a pod template: passed through unchanged", name)
+	}
+}
+
+// namespaceOf resolves the namespace of an object: its own, else --namespace,
+// else "default"; an object naming a namespace other than --namespace is an
+// error, as with kubectl.
+func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
+	o := p.o
+	md, _ := doc["metadata"].(map[string]any)
+	name, _ := md["namespace"].(string)
+	switch {
+	case name == "" && o.namespace != "":
+		name = o.namespace
+	case name == "":
+		name = "default"
+	case o.namespace != "" && name != o.namespace:
+		return mutate.Namespace{}, command.UsageErrorf("%s is in namespace %q, not --namespace %q", input.DisplayName(doc, ""), name, o.namespace)
+	}
+	known, ok := p.namespaces[name]
+	if !ok && o.namespacesFile != "" && !p.unknownNamespaces[name] {
+		if p.unknownNamespaces == nil {
+			p.unknownNamespaces = map[string]bool{}
+		}
+		p.unknownNamespaces[name] = true
+		p.summary.unknownNamespaces++
+		p.note("note: namespace %q is not in --namespaces %s: the policies and --check see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
+	}
+	labels := make(map[string]string, len(known)+len(p.extraLabels)+1)
+	labels["kubernetes.io/metadata.name"] = name
+	for k, v := range known {
+		labels[k] = v
+	}
+	for k, v := range p.extraLabels {
+		labels[k] = v
+	}
+	return mutate.Namespace{Name: name, Labels: labels}, nil
+}
+
+// outputWriter writes the -o output as the objects come. The writers write
+// to a bufio.Writer, which keeps the first write error: the Flush at the end
+// of the run returns it, so single writes need not be checked.
+type outputWriter interface {
+	object(doc map[string]any) error
+	listStart(head map[string]any) error
+	listItem(item any) error
+	listEnd(tail map[string]any) error
+	pod(p *preview.Pod) error
+	close() error
+	writer() io.Writer
+}
+
+func newOutputWriter(format string, w *bufio.Writer) outputWriter {
+	switch format {
+	case "yaml":
+		return &yamlOutput{w: w}
+	case "json":
+		return &jsonOutput{w: w}
+	case "patch":
+		return &patchOutput{w: w}
+	case "diff":
+		return &diffOutput{w: w}
+	}
+	return &summaryOutput{w: w}
+}
+
+// splitKeys returns the keys of m that sort before "items" and after it.
+func splitKeys(m map[string]any) (before, after []string) {
+	for k := range m {
+		switch {
+		case k < "items":
+			before = append(before, k)
+		case k > "items":
+			after = append(after, k)
+		}
+	}
+	sort.Strings(before)
+	sort.Strings(after)
+	return before, after
+}
+
+func subMap(m map[string]any, keys []string) map[string]any {
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// yamlOutput prints documents separated by "---", a List as one document
+// whose items are written as they come: byte for byte what marshalling the
+// whole List gives (keys in order, "items" at its place), because each item
+// is marshalled at the column it has in the List.
+type yamlOutput struct {
+	w     *bufio.Writer
+	docs  int
+	items int
+	after map[string]any
+	block output.BlockYAML
+}
+
+func (y *yamlOutput) writer() io.Writer { return y.w }
+
+func (y *yamlOutput) separate() {
+	if y.docs > 0 {
+		_, _ = y.w.WriteString("---\n")
+	}
+	y.docs++
+}
+
+func (y *yamlOutput) object(doc map[string]any) error {
+	y.separate()
+	if b, ok := y.block.Document(doc); ok {
+		_, err := y.w.Write(b)
+		return err
+	}
+	return y.marshal(doc)
+}
+
+func (y *yamlOutput) marshal(v any) error {
+	b, err := output.MarshalYAML(v)
+	if err != nil {
+		return err
+	}
+	_, err = y.w.Write(b)
+	return err
+}
+
+func (y *yamlOutput) listStart(head map[string]any) error {
+	y.separate()
+	before, after := splitKeys(head)
+	y.items, y.after = 0, subMap(head, after)
+	if len(before) == 0 {
+		return nil
+	}
+	return y.marshal(subMap(head, before))
+}
+
+func (y *yamlOutput) listItem(item any) error {
+	if y.items == 0 {
+		_, _ = y.w.WriteString(output.ItemsKey)
+	}
+	y.items++
+	if b, ok := y.block.Item(item); ok {
+		_, err := y.w.Write(b)
+		return err
+	}
+	b, err := output.MarshalYAML(map[string]any{"items": []any{item}})
+	if err != nil {
+		return err
+	}
+	_, err = y.w.Write(b[len(output.ItemsKey):])
+	return err
+}
+
+// listEnd writes the keys after "items". Keys that sort before "items" but
+// come after the items in the input (unusual: kubectl writes apiVersion
+// first) are written here too, as they cannot be moved back.
+func (y *yamlOutput) listEnd(tail map[string]any) error {
+	if y.items == 0 {
+		_, _ = y.w.WriteString("items: []\n")
+	}
+	for k, v := range tail {
+		y.after[k] = v
+	}
+	if len(y.after) == 0 {
+		return nil
+	}
+	return y.marshal(y.after)
+}
+
+func (*yamlOutput) pod(*preview.Pod) error { return nil }
+func (*yamlOutput) close() error           { return nil }
+
+// jsonOutput prints each document as indented JSON; a List is written as
+// its items come, exactly as json.MarshalIndent of the whole List.
+type jsonOutput struct {
+	w     *bufio.Writer
+	enc   output.IndentedJSON
+	items int
+	after map[string]any
+}
+
+func (j *jsonOutput) writer() io.Writer { return j.w }
+
+func (j *jsonOutput) object(doc map[string]any) error {
+	b, err := j.enc.Marshal(doc, "")
+	if err != nil {
+		return err
+	}
+	_, _ = j.w.Write(b)
+	return j.w.WriteByte('\n')
+}
+
+func (j *jsonOutput) field(k string, v any) error {
+	key, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	b, err := j.enc.Marshal(v, "  ")
+	if err != nil {
+		return err
+	}
+	_, _ = j.w.WriteString("  ")
+	_, _ = j.w.Write(key)
+	_, _ = j.w.WriteString(": ")
+	_, err = j.w.Write(b)
+	return err
+}
+
+func (j *jsonOutput) listStart(head map[string]any) error {
+	before, after := splitKeys(head)
+	j.items, j.after = 0, subMap(head, after)
+	_, _ = j.w.WriteString("{\n")
+	for _, k := range before {
+		if err := j.field(k, head[k]); err != nil {
+			return err
+		}
+		_, _ = j.w.WriteString(",\n")
+	}
+	_, err := j.w.WriteString(`  "items": [`)
+	return err
+}
+
+func (j *jsonOutput) listItem(item any) error {
+	if j.items > 0 {
+		_ = j.w.WriteByte(',')
+	}
+	j.items++
+	b, err := j.enc.Marshal(item, "    ")
+	if err != nil {
+		return err
+	}
+	_, _ = j.w.WriteString("\n    ")
+	_, err = j.w.Write(b)
+	return err
+}
+
+func (j *jsonOutput) listEnd(tail map[string]any) error {
+	if j.items > 0 {
+		_, _ = j.w.WriteString("\n  ]")
+	} else {
+		_, _ = j.w.WriteString("]")
+	}
+	for k, v := range tail {
+		j.after[k] = v
+	}
+	_, after := splitKeys(j.after)
+	for k := range j.after {
+		if k < "items" {
+			after = append(after, k) // see yamlOutput.listEnd
+		}
+	}
+	for _, k := range after {
+		_, _ = j.w.WriteString(",\n")
+		if err := j.field(k, j.after[k]); err != nil {
+			return err
+		}
+	}
+	_, err := j.w.WriteString("\n}\n")
+	return err
+}
+
+func (*jsonOutput) pod(*preview.Pod) error { return nil }
+func (*jsonOutput) close() error           { return nil }
+
+// patchOutput prints the JSONPatch of one pod as a JSON array, of several
+// one {"object": ..., "patch": [...]} per line. Until a second pod comes,
+// the first is held back.
+type patchOutput struct {
+	w       *bufio.Writer
+	n       int
+	pending patchLine
+}
+
+type patchLine struct {
+	Object string          `json:"object"`
+	Patch  json.RawMessage `json:"patch"`
+}
+
+func (p *patchOutput) writer() io.Writer            { return p.w }
+func (*patchOutput) object(map[string]any) error    { return nil }
+func (*patchOutput) listStart(map[string]any) error { return nil }
+func (*patchOutput) listItem(any) error             { return nil }
+func (*patchOutput) listEnd(map[string]any) error   { return nil }
+
+func (p *patchOutput) pod(dp *preview.Pod) error {
+	line := patchLine{Object: dp.Name, Patch: preview.NonNullPatch(dp.Patch)}
+	p.n++
+	switch p.n {
+	case 1:
+		p.pending = line
+		return nil
+	case 2:
+		if err := writePatchLine(p.w, p.pending); err != nil {
+			return err
+		}
+		p.pending = patchLine{}
+	}
+	return writePatchLine(p.w, line)
+}
+
+func (p *patchOutput) close() error {
+	if p.n == 1 {
+		return writePatch(p.w, p.pending.Patch)
+	}
+	return nil
+}
+
+func writePatchLine(w io.Writer, l patchLine) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// diffOutput prints a unified diff of every changed pod object, one by one.
+type diffOutput struct{ w *bufio.Writer }
+
+func (d *diffOutput) writer() io.Writer            { return d.w }
+func (*diffOutput) object(map[string]any) error    { return nil }
+func (*diffOutput) listStart(map[string]any) error { return nil }
+func (*diffOutput) listItem(any) error             { return nil }
+func (*diffOutput) listEnd(map[string]any) error   { return nil }
+func (*diffOutput) close() error                   { return nil }
+
+func (d *diffOutput) pod(p *preview.Pod) error {
+	if !p.Changed {
+		return nil
+	}
+	after, err := afterYAML(p)
+	if err != nil {
+		return err
+	}
+	name := preview.EscapeControl(p.Name)
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A:        preview.Lines(p.Before),
+		B:        preview.Lines(after),
+		FromFile: "a/" + name,
+		ToFile:   "b/" + name,
+		Context:  3,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(d.w, diff)
+	return err
+}
+
+// summaryOutput writes nothing per object: -o summary prints the fleet
+// summary at the end.
+type summaryOutput struct{ w *bufio.Writer }
+
+func (s *summaryOutput) writer() io.Writer            { return s.w }
+func (*summaryOutput) object(map[string]any) error    { return nil }
+func (*summaryOutput) listStart(map[string]any) error { return nil }
+func (*summaryOutput) listItem(any) error             { return nil }
+func (*summaryOutput) listEnd(map[string]any) error   { return nil }
+func (*summaryOutput) pod(*preview.Pod) error         { return nil }
+func (*summaryOutput) close() error                   { return nil }
+
+// progress shows a count of objects on a terminal's stderr when the
+// per-object report is off (-o summary) and the input is large.
+type progress struct {
+	w      io.Writer
+	shown  bool
+	active bool
+}
+
+func newProgress(w io.Writer, wanted bool) *progress {
+	f, ok := w.(*os.File)
+	if !wanted {
+		ok = false
+	}
+	if !ok {
+		return &progress{}
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return &progress{}
+	}
+	return &progress{w: w, active: true}
+}
+
+func (p *progress) tick(n int) {
+	if p.active && n%1000 == 0 {
+		fmt.Fprintf(p.w, "\rdry-run: %d objects read", n)
+		p.shown = true
+	}
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}

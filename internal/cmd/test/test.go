@@ -1,0 +1,411 @@
+// Package testcmd is the test command: declarative policy tests
+// (sandbox-webhook-test.yaml files) run offline through the webhook's
+// mutation, for a policy repository's CI.
+package testcmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/spf13/cobra"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// TestFileName is the name of the declarative test files `test` looks for.
+const TestFileName = "sandbox-webhook-test.yaml"
+
+// testKind is the kind of a test file.
+const testKind = "SandboxPolicyTest"
+
+// policyTest is one test file: the policies, the namespaces the inputs live
+// in, and the cases. Paths are relative to the test file.
+type policyTest struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	// Policies are policy files or directories, loaded as the server does.
+	Policies []string `json:"policies"`
+	// Namespaces is a file of Namespace objects whose labels the policies
+	// see; a namespace not in it has only its kubernetes.io/metadata.name.
+	Namespaces string `json:"namespaces,omitempty"`
+	// LeakMitigation is on, off or policy (default), as --leak-mitigation.
+	LeakMitigation mutate.LeakMitigation `json:"leakMitigation,omitempty"`
+	Cases          []testCase            `json:"cases"`
+}
+
+type testCase struct {
+	Name string `json:"name"`
+	// Input is a file holding one pod or one workload with a pod template.
+	Input string `json:"input"`
+	// Namespace is the input's namespace when it names none (default
+	// "default").
+	Namespace string `json:"namespace,omitempty"`
+	// Object is a file holding the expected object after mutation.
+	Object string `json:"object,omitempty"`
+	// Patch is a file holding the expected JSONPatch (an empty array when
+	// nothing changes).
+	Patch string `json:"patch,omitempty"`
+	// Unchanged expects the input to come back as it is.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Matched lists, when set, exactly the policies expected to select
+	// the pod, in order.
+	Matched *[]string `json:"matched,omitempty"`
+	// Warnings lists, when set, exactly the warnings kubectl would print.
+	Warnings *[]string `json:"warnings,omitempty"`
+}
+
+// NewCommand returns the test command.
+func NewCommand(streams command.IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "test PATH...",
+		Short: "Run declarative policy tests offline, as a policy repository's CI does",
+		Long: `Run the test cases of every ` + TestFileName + ` file under each PATH (a
+file, or a directory searched recursively) through the same mutation core and
+JSONPatch computation as the webhook, and compare the result with what each
+case expects: the whole mutated object, the patch, that nothing changes, the
+policies that match, the warnings. A mismatch prints a unified diff.
+
+A test file:
+
+  apiVersion: sandbox-webhook.io/v1alpha1
+  kind: SandboxPolicyTest
+  metadata: {name: seed}
+  policies: [../policies/memory]   # files or directories, relative to this file
+  namespaces: namespaces.yaml      # optional: Namespace objects (their labels)
+  leakMitigation: policy           # optional: on, off or policy
+  cases:
+    - name: a sandbox pod gets its cache
+      input: pods/sandbox.yaml     # one Pod, or a workload with a pod template
+      object: expected/sandbox.yaml
+      matched: [sandbox-seed]
+      warnings: []
+    - name: the router is left alone
+      input: pods/router.yaml
+      unchanged: true
+
+Exit codes: 0 every case passed; 1 a case failed, or a test file, policy or
+input is invalid; 2 bad arguments.`,
+		Example: "  kubectl-sandbox_webhook test examples/tests",
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return command.UsageErrorf("test needs at least one test file or directory")
+			}
+			return runTests(streams.Out, args)
+		},
+	}
+}
+
+// runTests runs every test file under paths and returns an error when a case
+// fails.
+func runTests(w io.Writer, paths []string) error {
+	var files []string
+	for _, p := range paths {
+		found, err := testFiles(p)
+		if err != nil {
+			return err
+		}
+		files = append(files, found...)
+	}
+	passed, failed := 0, 0
+	for _, f := range files {
+		p, fl, err := runTestFile(w, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		passed, failed = passed+p, failed+fl
+	}
+	fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d test cases failed", failed, passed+failed)
+	}
+	return nil
+}
+
+// testFiles lists the test files a PATH stands for, in lexical order.
+func testFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == TestFileName {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s: no %s file in it", path, TestFileName)
+	}
+	return files, err
+}
+
+// loadTest reads a test file strictly and checks what the cases need.
+func loadTest(path string) (*policyTest, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return nil, err
+	}
+	t := &policyTest{}
+	strict, err := sigsjson.UnmarshalStrict(js, t)
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, e := range strict {
+		problems = append(problems, e.Error())
+	}
+	if t.APIVersion != policy.APIVersion || t.Kind != testKind {
+		problems = append(problems, fmt.Sprintf("apiVersion and kind must be %s and %s", policy.APIVersion, testKind))
+	}
+	if len(t.Policies) == 0 {
+		problems = append(problems, "policies: list at least one policy file or directory")
+	}
+	if _, ok := mutate.ParseLeakMitigation(string(t.LeakMitigation)); !ok {
+		problems = append(problems, fmt.Sprintf("leakMitigation: must be on, off or policy, not %q", t.LeakMitigation))
+	}
+	if len(t.Cases) == 0 {
+		problems = append(problems, "cases: list at least one case")
+	}
+	for i, c := range t.Cases {
+		expects := 0
+		for _, set := range []bool{c.Object != "", c.Patch != "", c.Unchanged, c.Matched != nil, c.Warnings != nil} {
+			if set {
+				expects++
+			}
+		}
+		switch {
+		case c.Name == "":
+			problems = append(problems, fmt.Sprintf("cases[%d].name: required", i))
+		case c.Input == "":
+			problems = append(problems, fmt.Sprintf("cases[%d] (%s).input: required", i, c.Name))
+		case expects == 0:
+			problems = append(problems, fmt.Sprintf("cases[%d] (%s): expects nothing: set object, patch, unchanged, matched and/or warnings", i, c.Name))
+		case c.Unchanged && (c.Object != "" || c.Patch != ""):
+			problems = append(problems, fmt.Sprintf("cases[%d] (%s): unchanged excludes object and patch", i, c.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New("invalid test file:\n  " + strings.Join(problems, "\n  "))
+	}
+	return t, nil
+}
+
+// runTestFile runs the cases of one test file and prints a line per case,
+// with the differences of a failing one.
+func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
+	t, err := loadTest(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	dir := filepath.Dir(path)
+	rel := func(p string) string { return filepath.Join(dir, p) }
+	policies := make([]string, len(t.Policies))
+	for i, p := range t.Policies {
+		policies[i] = rel(p)
+	}
+	set, err := policy.Load(policies...)
+	if err != nil {
+		return 0, 0, err
+	}
+	var namespaces map[string]map[string]string
+	if t.Namespaces != "" {
+		if namespaces, err = input.LoadNamespaces(rel(t.Namespaces)); err != nil {
+			return 0, 0, err
+		}
+	}
+	opts := mutate.Options{LeakMitigation: t.LeakMitigation} // validated; "" is policy
+	name := t.Metadata.Name
+	if name == "" {
+		name = path
+	}
+	for _, c := range t.Cases {
+		diffs, err := runCase(c, rel, namespaces, set, opts)
+		if err != nil {
+			return passed, failed, fmt.Errorf("case %q: %w", c.Name, err)
+		}
+		if len(diffs) == 0 {
+			passed++
+			fmt.Fprintf(w, "PASS %s: %s\n", name, c.Name)
+			continue
+		}
+		failed++
+		fmt.Fprintf(w, "FAIL %s: %s\n", name, c.Name)
+		for _, d := range diffs {
+			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimRight(d, "\n"), "\n", "\n  "))
+		}
+	}
+	return passed, failed, nil
+}
+
+// runCase runs one case and returns what differs from its expectations.
+func runCase(c testCase, rel func(string) string, namespaces map[string]map[string]string, set *policy.Set, opts mutate.Options) ([]string, error) {
+	doc, err := input.ReadOneObject(rel(c.Input))
+	if err != nil {
+		return nil, err
+	}
+	obj := input.Classify(doc)
+	if !obj.HasPod() {
+		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", c.Input)
+	}
+	nsName := c.Namespace
+	if md, _ := obj.Doc["metadata"].(map[string]any); md != nil {
+		if n, _ := md["namespace"].(string); n != "" {
+			nsName = n
+		}
+	}
+	if nsName == "" {
+		nsName = "default"
+	}
+	labels := map[string]string{"kubernetes.io/metadata.name": nsName}
+	for k, v := range namespaces[nsName] {
+		labels[k] = v
+	}
+	p, err := preview.Object(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts, false)
+	if err != nil {
+		return nil, err
+	}
+
+	var diffs []string
+	if c.Unchanged && p.Changed {
+		diffs = append(diffs, "expected unchanged, but the webhook would patch it:\n"+patchText(p.Patch))
+	}
+	if c.Object != "" {
+		want, err := os.ReadFile(rel(c.Object))
+		if err != nil {
+			return nil, err
+		}
+		got, err := yaml.Marshal(obj.Doc)
+		if err != nil {
+			return nil, err
+		}
+		if d, err := yamlDiff(want, got, c.Object); err != nil {
+			return nil, err
+		} else if d != "" {
+			diffs = append(diffs, "object differs (-expected +got):\n"+d)
+		}
+	}
+	if c.Patch != "" {
+		want, err := os.ReadFile(rel(c.Patch))
+		if err != nil {
+			return nil, err
+		}
+		if d, err := yamlDiff(want, []byte(preview.NonNullPatch(p.Patch)), c.Patch); err != nil {
+			return nil, err
+		} else if d != "" {
+			diffs = append(diffs, "patch differs (-expected +got):\n"+d)
+		}
+	}
+	if c.Matched != nil {
+		var got []string
+		for _, pr := range p.Result.Policies {
+			if pr.Matched {
+				got = append(got, pr.Policy)
+			}
+		}
+		if d := listDiff("matched policies", *c.Matched, got); d != "" {
+			why := ""
+			for _, pr := range p.Result.Policies {
+				if !pr.Matched && slices.Contains(*c.Matched, pr.Policy) {
+					why += fmt.Sprintf("\n%s: not matched: %s", pr.Policy, pr.Reason)
+				}
+			}
+			if p.Result.PodSkipped != "" {
+				why += "\npod skipped: " + p.Result.PodSkipped
+			}
+			diffs = append(diffs, d+why)
+		}
+	}
+	if c.Warnings != nil {
+		if d := listDiff("warnings", *c.Warnings, p.Result.Warnings); d != "" {
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs, nil
+}
+
+// yamlDiff compares two YAML or JSON documents by content and returns a
+// unified diff of their canonical YAML, or "" when they are equal.
+func yamlDiff(want, got []byte, wantName string) (string, error) {
+	canon := func(b []byte, name string) (string, error) {
+		js, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		out, err := yaml.Marshal(v)
+		return string(out), err
+	}
+	w, err := canon(want, wantName)
+	if err != nil {
+		return "", err
+	}
+	g, err := canon(got, "result")
+	if err != nil || w == g {
+		return "", err
+	}
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: preview.Lines([]byte(w)), B: preview.Lines([]byte(g)),
+		FromFile: wantName, ToFile: "got", Context: 3,
+	})
+}
+
+// listDiff compares two lists of strings, order included.
+func listDiff(what string, want, got []string) string {
+	if slices.Equal(want, got) {
+		return ""
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s differ:", what)
+	for _, s := range want {
+		if !slices.Contains(got, s) {
+			fmt.Fprintf(&b, "\n- %s", s)
+		}
+	}
+	for _, s := range got {
+		if !slices.Contains(want, s) {
+			fmt.Fprintf(&b, "\n+ %s", s)
+		}
+	}
+	if b.Len() == len(what)+len(" differ:") {
+		fmt.Fprintf(&b, "\nexpected order %q, got %q", want, got)
+	}
+	return b.String()
+}
+
+// patchText renders a JSONPatch as YAML for a message.
+func patchText(p []byte) string {
+	b, err := yaml.JSONToYAML(p)
+	if err != nil {
+		return string(p)
+	}
+	return string(b)
+}

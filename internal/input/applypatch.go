@@ -1,0 +1,147 @@
+package input
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+)
+
+// patchOp is one JSONPatch operation, its value as encoding/json decodes it.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// ApplyPatch applies a JSONPatch of add, replace and remove operations (all
+// the core emits) to doc in place, as strictly as the apiserver applies it
+// (evanphx/json-patch): an add needs its parent, a replace or remove its
+// target, an array index must be in range. dry-run holds every object as
+// decoded JSON, so patching it there spares encoding the object, parsing it
+// into json-patch's own tree and decoding the result (TestApplyPatch checks
+// the two agree).
+func ApplyPatch(doc map[string]any, patch []byte) error {
+	var ops []patchOp
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return err
+	}
+	return ApplyOps(doc, ops)
+}
+
+// PatchOps returns ops, whose values are as encoding/json decodes them
+// (GenericOps), as ApplyOps takes them, without encoding and decoding
+// them again.
+func PatchOps(ops []jsonpatch.Operation) []patchOp {
+	out := make([]patchOp, len(ops))
+	for i, op := range ops {
+		out[i] = patchOp{Op: op.Operation, Path: op.Path, Value: op.Value}
+	}
+	return out
+}
+
+// ApplyOps is ApplyPatch for decoded operations; their values become
+// part of doc.
+func ApplyOps(doc map[string]any, ops []patchOp) error {
+	for _, op := range ops {
+		switch op.Op {
+		case "add", "replace", "remove":
+		default:
+			return fmt.Errorf("%s %s: unsupported operation", op.Op, op.Path)
+		}
+		if !strings.HasPrefix(op.Path, "/") {
+			return fmt.Errorf("%s %q: not a JSON pointer to a member", op.Op, op.Path)
+		}
+		tokens := strings.Split(op.Path[1:], "/")
+		for i, t := range tokens {
+			tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		}
+		if _, err := applyAt(doc, tokens, op); err != nil {
+			return fmt.Errorf("%s %s: %w", op.Op, op.Path, err)
+		}
+	}
+	return nil
+}
+
+// applyAt applies op at tokens below node and returns the node (a new slice
+// when an array changed length).
+func applyAt(node any, tokens []string, op patchOp) (any, error) {
+	tok := tokens[0]
+	if len(tokens) > 1 {
+		switch n := node.(type) {
+		case map[string]any:
+			child, ok := n[tok]
+			if !ok {
+				return nil, fmt.Errorf("missing %q", tok)
+			}
+			c, err := applyAt(child, tokens[1:], op)
+			if err != nil {
+				return nil, err
+			}
+			n[tok] = c
+			return n, nil
+		case []any:
+			i, err := index(tok, len(n)-1)
+			if err != nil {
+				return nil, err
+			}
+			c, err := applyAt(n[i], tokens[1:], op)
+			if err != nil {
+				return nil, err
+			}
+			n[i] = c
+			return n, nil
+		}
+		return nil, fmt.Errorf("%q is not an object or array", tok)
+	}
+	switch n := node.(type) {
+	case map[string]any:
+		_, ok := n[tok]
+		switch {
+		case op.Op == "add":
+			n[tok] = op.Value
+		case !ok:
+			return nil, fmt.Errorf("missing %q", tok)
+		case op.Op == "replace":
+			n[tok] = op.Value
+		default:
+			delete(n, tok)
+		}
+		return n, nil
+	case []any:
+		if op.Op == "add" {
+			if tok == "-" {
+				return append(n, op.Value), nil
+			}
+			i, err := index(tok, len(n))
+			if err != nil {
+				return nil, err
+			}
+			n = append(n, nil)
+			copy(n[i+1:], n[i:])
+			n[i] = op.Value
+			return n, nil
+		}
+		i, err := index(tok, len(n)-1)
+		if err != nil {
+			return nil, err
+		}
+		if op.Op == "replace" {
+			n[i] = op.Value
+			return n, nil
+		}
+		return append(n[:i], n[i+1:]...), nil
+	}
+	return nil, fmt.Errorf("the parent of %q is not an object or array", tok)
+}
+
+// index parses an array index no larger than max.
+func index(tok string, maxIndex int) (int, error) {
+	i, err := strconv.Atoi(tok)
+	if err != nil || i < 0 || i > maxIndex || (len(tok) > 1 && tok[0] == '0') {
+		return 0, fmt.Errorf("array index %q out of range", tok)
+	}
+	return i, nil
+}

@@ -1,0 +1,841 @@
+// Package input reads what -f names, as kubectl does: files, directories
+// and stdin of YAML or JSON documents and Lists, streamed one object (and
+// one List item) at a time; and classifies each object (a Pod, a workload
+// with a pod template, anything else) for the commands that mutate them.
+package input
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+)
+
+// MaxObjectBytes bounds one input object: a YAML or JSON document, or one
+// item of a List, which is read item by item.
+const MaxObjectBytes = yamllimit.MaxBytes
+
+// The input is read one document, and in a List one item, at a time:
+// memory is bounded by the largest object, not by the input. A visitor sees
+// the objects in input order.
+type Visitor interface {
+	// Object is one document that is not a List (a map, or another YAML
+	// value).
+	Object(pos Position, doc map[string]any) error
+	// ListStart opens a List document; head holds the keys read before
+	// its items.
+	ListStart(pos Position, head map[string]any) error
+	// ListItem is one item of the open List.
+	ListItem(pos Position, item any) error
+	// ListEnd closes the List; tail holds the keys read after its items.
+	ListEnd(pos Position, tail map[string]any) error
+}
+
+// Position names where an object is in the input, for messages.
+type Position struct {
+	Source string // file name, or "stdin"
+	Doc    int    // 1-based document number
+	Item   int    // 1-based item number in a List, 0 for the document
+}
+
+func (p Position) String() string {
+	s := fmt.Sprintf("%s: document %d", p.Source, p.Doc)
+	if p.Item > 0 {
+		s += fmt.Sprintf(", item %d", p.Item)
+	}
+	return s
+}
+
+// ErrStdinTwice is Files' error for "-" given twice: a usage error.
+var ErrStdinTwice = errors.New("-f -: stdin can be read only once")
+
+// Files expands -f arguments as kubectl does: "-" is stdin (once), a
+// directory holds its *.json, *.yaml and *.yml files (and with recursive
+// those of its subdirectories), in lexical order; a file named directly is
+// read whatever its extension.
+func Files(names []string, recursive bool) ([]string, error) {
+	var out []string
+	stdin := false
+	for _, name := range names {
+		if name == "-" {
+			if stdin {
+				return nil, ErrStdinTwice
+			}
+			stdin = true
+			out = append(out, name)
+			continue
+		}
+		st, err := os.Stat(name)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, name)
+			continue
+		}
+		err = filepath.WalkDir(name, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != name && !recursive {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch filepath.Ext(path) {
+			case ".json", ".yaml", ".yml":
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ReadStream reads one input stream and hands its objects to v. As kubectl
+// does, a stream whose first non-space byte is '{' is JSON (one or more
+// concatenated values), any other YAML ("---"-separated documents).
+func ReadStream(source string, r io.Reader, v Visitor) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			_, _ = br.ReadByte()
+			continue
+		case '{':
+			return readJSON(source, br, v)
+		}
+		return (&yamlReader{source: source, lines: lineReader{r: br}, v: v}).run()
+	}
+}
+
+// errTooLarge says that one object exceeds MaxObjectBytes.
+func errTooLarge(pos Position) error {
+	return fmt.Errorf("%s: larger than %d MiB: an object the apiserver could store is far smaller (split a List's items across documents or files if they are genuinely this large)", pos, MaxObjectBytes>>20)
+}
+
+// lineReader returns the lines of a stream one at a time, and can push one
+// back.
+type lineReader struct {
+	r       *bufio.Reader
+	long    []byte
+	back    []byte
+	hasBack bool
+}
+
+// next returns the next line with its "\n" (the last may lack it), valid
+// until the following call; io.EOF at the end. A line longer than limit is
+// errLineTooLong.
+func (l *lineReader) next(limit int) ([]byte, error) {
+	if l.hasBack {
+		l.hasBack = false
+		return l.back, nil
+	}
+	line, err := l.r.ReadSlice('\n')
+	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
+		return line, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	l.long = append(l.long[:0], line...)
+	for {
+		line, err = l.r.ReadSlice('\n')
+		l.long = append(l.long, line...)
+		if len(l.long) > limit {
+			return nil, errLineTooLong
+		}
+		switch {
+		case err == nil, errors.Is(err, io.EOF):
+			return l.long, nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return nil, err
+		}
+	}
+}
+
+func (l *lineReader) pushBack(line []byte) {
+	l.back = append(l.back[:0], line...)
+	l.hasBack = true
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// yamlReader splits a YAML stream into documents and streams the items of a
+// List written in block style (an "items:" key at the start of a line,
+// followed by "- " entries, as kubectl get -o yaml prints it). Each item is
+// parsed on its own, with the columns it has in the document, so it reads
+// exactly as it does inside the List.
+type yamlReader struct {
+	source string
+	lines  lineReader
+	v      Visitor
+	doc    int
+}
+
+func (y *yamlReader) run() error {
+	for {
+		y.doc++
+		more, err := y.document()
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// isSeparator reports whether line is a "---" document separator (possibly
+// followed by a comment).
+func isSeparator(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("---"))
+	if !ok {
+		return false
+	}
+	t := bytes.TrimSpace(rest)
+	return len(t) == 0 || t[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
+}
+
+// blankOrComment reports whether line holds no YAML content.
+func blankOrComment(line []byte) bool {
+	t := bytes.TrimSpace(line)
+	return len(t) == 0 || t[0] == '#'
+}
+
+// indent returns the number of leading spaces of line.
+func indent(line []byte) int {
+	n := 0
+	for n < len(line) && line[n] == ' ' {
+		n++
+	}
+	return n
+}
+
+// isItemsKey reports whether line is a top-level "items:" key with nothing
+// after it but a comment.
+func isItemsKey(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("items:"))
+	return ok && blankOrComment(rest)
+}
+
+// namesOtherKind reports whether the top-level text before "items:" names a
+// kind that is not a List: such an object's items are not streamed, and it
+// passes through whole, as any object that is not a pod does.
+func namesOtherKind(head []byte) bool {
+	for line := range bytes.Lines(head) {
+		if rest, ok := bytes.CutPrefix(line, []byte("kind:")); ok {
+			kind := strings.Trim(strings.TrimSpace(string(rest)), `"'`)
+			return !strings.HasSuffix(kind, "List")
+		}
+	}
+	return false
+}
+
+// isEntry reports whether line starts a block sequence entry at column col.
+func isEntry(line []byte, col int) bool {
+	if indent(line) != col || len(line) <= col || line[col] != '-' {
+		return false
+	}
+	return len(line) == col+1 || line[col+1] == ' ' || line[col+1] == '\n' || line[col+1] == '\r'
+}
+
+// document reads one document; more is false at the end of the stream.
+func (y *yamlReader) document() (more bool, err error) {
+	pos := Position{Source: y.source, Doc: y.doc}
+	var buf []byte
+	for {
+		line, err := y.lines.next(MaxObjectBytes)
+		switch {
+		case errors.Is(err, io.EOF):
+			return false, y.whole(pos, buf)
+		case errors.Is(err, errLineTooLong):
+			return false, errTooLarge(pos)
+		case err != nil:
+			return false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if isSeparator(line) {
+			return true, y.whole(pos, buf)
+		}
+		if isItemsKey(line) && !namesOtherKind(buf) {
+			col, ok, err := y.entryColumn(&buf, line, pos)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				return y.list(pos, buf, col)
+			}
+			continue
+		}
+		if len(buf)+len(line) > MaxObjectBytes {
+			return false, errTooLarge(pos)
+		}
+		buf = append(buf, line...)
+	}
+}
+
+// entryColumn looks past an "items:" line for the first sequence entry. When
+// there is one it returns its column; otherwise the lines read are appended
+// to buf, the next one is pushed back, and ok is false.
+func (y *yamlReader) entryColumn(buf *[]byte, itemsLine []byte, pos Position) (col int, ok bool, err error) {
+	*buf = append(*buf, itemsLine...)
+	mark := len(*buf)
+	for {
+		line, err := y.lines.next(MaxObjectBytes)
+		switch {
+		case errors.Is(err, io.EOF):
+			return 0, false, nil
+		case errors.Is(err, errLineTooLong):
+			return 0, false, errTooLarge(pos)
+		case err != nil:
+			return 0, false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if !isSeparator(line) && blankOrComment(line) {
+			*buf = append(*buf, line...)
+			continue
+		}
+		if c := indent(line); !isSeparator(line) && isEntry(line, c) {
+			*buf = (*buf)[:mark-len(itemsLine)]
+			y.lines.pushBack(line)
+			return c, true, nil
+		}
+		y.lines.pushBack(line)
+		return 0, false, nil
+	}
+}
+
+// list streams the items of a List whose entries start at column col; head
+// is the text before "items:".
+func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err error) {
+	headDoc, err := parseYAMLObject(pos, head)
+	if err != nil {
+		return false, err
+	}
+	if headDoc == nil {
+		headDoc = map[string]any{}
+	}
+	if err := y.v.ListStart(pos, headDoc); err != nil {
+		return false, err
+	}
+	var item []byte
+	n := 0
+	flush := func() error {
+		if item == nil {
+			return nil
+		}
+		n++
+		ipos := pos
+		ipos.Item = n
+		v, err := ParseYAML(ipos, item)
+		if err != nil {
+			return err
+		}
+		item = item[:0]
+		return y.v.ListItem(ipos, v)
+	}
+	var tail []byte
+	inTail := false
+	for {
+		line, err := y.lines.next(MaxObjectBytes)
+		eof := errors.Is(err, io.EOF)
+		switch {
+		case eof:
+		case errors.Is(err, errLineTooLong):
+			if !inTail {
+				pos.Item = n + 1
+			}
+			return false, errTooLarge(pos)
+		case err != nil:
+			return false, fmt.Errorf("%s: %w", pos, err)
+		}
+		if eof || isSeparator(line) {
+			if !inTail {
+				if err := flush(); err != nil {
+					return false, err
+				}
+			}
+			tailDoc, err := parseYAMLObject(pos, tail)
+			if err != nil {
+				return false, err
+			}
+			if tailDoc == nil {
+				tailDoc = map[string]any{}
+			}
+			return !eof, y.v.ListEnd(pos, tailDoc)
+		}
+		switch {
+		case inTail:
+			if len(tail)+len(line) > MaxObjectBytes {
+				return false, errTooLarge(pos)
+			}
+			tail = append(tail, line...)
+		case isEntry(line, col):
+			if err := flush(); err != nil {
+				return false, err
+			}
+			if item == nil {
+				item = []byte{}
+			}
+			// The entry's dash becomes a space: the item keeps its
+			// columns, and so reads as it does inside the sequence.
+			item = append(item, line...)
+			item[col] = ' '
+		case blankOrComment(line) || indent(line) > col:
+			if item == nil {
+				continue
+			}
+			if len(item)+len(line) > MaxObjectBytes {
+				p := pos
+				p.Item = n + 1
+				return false, errTooLarge(p)
+			}
+			item = append(item, line...)
+		default:
+			if err := flush(); err != nil {
+				return false, err
+			}
+			inTail = true
+			tail = append(tail, line...)
+		}
+	}
+}
+
+// whole parses a document that is not streamed item by item and hands it to
+// the visitor: a List's items one by one, any other object as one.
+func (y *yamlReader) whole(pos Position, text []byte) error {
+	v, err := ParseYAML(pos, text)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return nil // empty, or only comments
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s is not an object", pos)
+	}
+	return visitDocument(pos, doc, y.v)
+}
+
+// visitDocument hands a parsed document to v.
+func visitDocument(pos Position, doc map[string]any, v Visitor) error {
+	if !IsList(doc) {
+		return v.Object(pos, doc)
+	}
+	items := doc["items"].([]any)
+	head := make(map[string]any, len(doc))
+	for k, val := range doc {
+		if k != "items" {
+			head[k] = val
+		}
+	}
+	if err := v.ListStart(pos, head); err != nil {
+		return err
+	}
+	for i, it := range items {
+		ipos := pos
+		ipos.Item = i + 1
+		if err := v.ListItem(ipos, it); err != nil {
+			return err
+		}
+	}
+	return v.ListEnd(pos, map[string]any{})
+}
+
+// ParseYAML parses one YAML document (or List item) into JSON-compatible
+// values, after bounding what its aliases expand to.
+func ParseYAML(pos Position, text []byte) (any, error) {
+	if len(bytes.TrimSpace(text)) == 0 {
+		return nil, nil
+	}
+	if err := checkAliases(text); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	var y any
+	if err := yamlv2.Unmarshal(text, &y); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	if v, ok := jsonValue(y); ok {
+		return v, nil
+	}
+	js, err := yaml.YAMLToJSON(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	return v, nil
+}
+
+// jsonValue converts what go-yaml decodes into the value that
+// sigs.k8s.io/yaml.YAMLToJSON and encoding/json make of the same text,
+// without writing and parsing JSON: keys become strings as YAMLToJSON
+// spells them, numbers float64, invalid UTF-8 in a string U+FFFD. ok is false
+// for anything else (a timestamp, binary data, an infinite number, a key
+// that is not a scalar), which the caller converts the slow way, errors
+// included (TestParseYAMLEquivalence).
+func jsonValue(y any) (v any, ok bool) {
+	switch t := y.(type) {
+	case nil, bool:
+		return t, true
+	case string:
+		return validUTF8(t), true
+	case int:
+		return float64(t), true
+	case int64:
+		return float64(t), true
+	case uint64:
+		return float64(t), true
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return nil, false
+		}
+		return t, true
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			if out[i], ok = jsonValue(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			key, ok := jsonKey(k)
+			if !ok {
+				return nil, false
+			}
+			if _, dup := out[key]; dup {
+				return nil, false // YAMLToJSON keeps either, at random
+			}
+			if out[key], ok = jsonValue(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// jsonKey spells a map key as YAMLToJSON does.
+func jsonKey(k any) (string, bool) {
+	switch t := k.(type) {
+	case string:
+		return validUTF8(t), true
+	case int:
+		return strconv.Itoa(t), true
+	case int64:
+		return strconv.FormatInt(t, 10), true
+	case bool:
+		return strconv.FormatBool(t), true
+	case float64:
+		switch s := strconv.FormatFloat(t, 'g', -1, 32); s {
+		case "+Inf":
+			return ".inf", true
+		case "-Inf":
+			return "-.inf", true
+		case "NaN":
+			return ".nan", true
+		default:
+			return validUTF8(s), true
+		}
+	}
+	return "", false
+}
+
+// validUTF8 replaces every byte of s that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json writes such a string.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\ufffd")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// parseYAMLObject parses the text around a List's items: an object, or
+// nothing.
+func parseYAMLObject(pos Position, text []byte) (map[string]any, error) {
+	v, err := ParseYAML(pos, text)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object", pos)
+	}
+	return m, nil
+}
+
+// checkAliases refuses a document whose aliases expand beyond
+// yamllimit.MaxBytes. Without both an anchor and an alias nothing expands,
+// and the document is not parsed twice.
+func checkAliases(text []byte) error {
+	if !bytes.Contains(text, []byte("&")) || !bytes.Contains(text, []byte("*")) {
+		return nil
+	}
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(text, &root); err != nil {
+		return nil // the parser proper reports it
+	}
+	return yamllimit.Check(&root)
+}
+
+// countingReader counts the bytes read through it and fails a read once
+// more than MaxObjectBytes were read since mark: the JSON decoder buffers a
+// whole value, so this bounds the memory one value can take.
+type countingReader struct {
+	r    io.Reader
+	n    int64
+	mark int64
+	pos  Position
+	err  error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n-c.mark > MaxObjectBytes {
+		c.err = errTooLarge(c.pos)
+		return n, c.err
+	}
+	return n, err
+}
+
+// jsonReader reads a stream of JSON values, and the items of a List value
+// one at a time.
+type jsonReader struct {
+	cr  *countingReader
+	dec *json.Decoder
+	v   Visitor
+}
+
+func readJSON(source string, r io.Reader, v Visitor) error {
+	cr := &countingReader{r: r}
+	j := &jsonReader{cr: cr, dec: json.NewDecoder(cr), v: v}
+	for doc := 1; ; doc++ {
+		more, err := j.document(Position{Source: source, Doc: doc})
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// start begins a new object for the size bound.
+func (j *jsonReader) start(pos Position) {
+	j.cr.mark, j.cr.pos, j.cr.err = j.cr.n, pos, nil
+}
+
+// wrap names pos in err, or returns the size bound's error.
+func (j *jsonReader) wrap(pos Position, err error) error {
+	if j.cr.err != nil {
+		return j.cr.err
+	}
+	return fmt.Errorf("%s: %w", pos, err)
+}
+
+func (j *jsonReader) token(pos Position) (json.Token, error) {
+	tok, err := j.dec.Token()
+	if err != nil {
+		return nil, j.wrap(pos, err)
+	}
+	return tok, nil
+}
+
+// value decodes the next value whole.
+func (j *jsonReader) value(pos Position) (any, error) {
+	var v any
+	if err := j.dec.Decode(&v); err != nil || j.cr.err != nil {
+		return nil, j.wrap(pos, err)
+	}
+	return v, nil
+}
+
+// rest decodes the rest of a value whose first token is tok.
+func (j *jsonReader) rest(pos Position, tok json.Token) (any, error) {
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	switch d {
+	case '{':
+		m := map[string]any{}
+		for j.dec.More() {
+			k, err := j.token(pos)
+			if err != nil {
+				return nil, err
+			}
+			v, err := j.value(pos)
+			if err != nil {
+				return nil, err
+			}
+			m[k.(string)] = v
+		}
+		_, err := j.token(pos)
+		return m, err
+	case '[':
+		a := []any{}
+		for j.dec.More() {
+			v, err := j.value(pos)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := j.token(pos)
+		return a, err
+	}
+	return nil, fmt.Errorf("%s: unexpected %v", pos, d)
+}
+
+func (j *jsonReader) document(pos Position) (more bool, err error) {
+	j.start(pos)
+	tok, err := j.dec.Token()
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, j.wrap(pos, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return false, fmt.Errorf("%s is not an object", pos)
+	}
+	head := map[string]any{}
+	cur := head
+	listed := false
+	for j.dec.More() {
+		tok, err := j.token(pos)
+		if err != nil {
+			return false, err
+		}
+		key, _ := tok.(string)
+		kind, _ := head["kind"].(string)
+		if key == "items" && !listed && (kind == "" || strings.HasSuffix(kind, "List")) {
+			first, err := j.token(pos)
+			if err != nil {
+				return false, err
+			}
+			if d, ok := first.(json.Delim); ok && d == '[' {
+				if err := j.items(pos, head); err != nil {
+					return false, err
+				}
+				listed = true
+				cur = map[string]any{}
+				j.start(pos)
+				continue
+			}
+			v, err := j.rest(pos, first)
+			if err != nil {
+				return false, err
+			}
+			cur[key] = v
+			continue
+		}
+		v, err := j.value(pos)
+		if err != nil {
+			return false, err
+		}
+		cur[key] = v
+	}
+	if _, err := j.token(pos); err != nil {
+		return false, err
+	}
+	if listed {
+		return true, j.v.ListEnd(pos, cur)
+	}
+	return true, visitDocument(pos, head, j.v)
+}
+
+// items streams the items of a List, its "[" read.
+func (j *jsonReader) items(pos Position, head map[string]any) error {
+	if err := j.v.ListStart(pos, head); err != nil {
+		return err
+	}
+	for n := 1; j.dec.More(); n++ {
+		ipos := pos
+		ipos.Item = n
+		j.start(ipos)
+		v, err := j.value(ipos)
+		if err != nil {
+			return err
+		}
+		if err := j.v.ListItem(ipos, v); err != nil {
+			return err
+		}
+	}
+	_, err := j.token(pos)
+	return err
+}
+
+// singleObject collects the documents of a file that must hold exactly one
+// object (a policy test's input, check -f): a List counts as one document.
+type singleObject struct {
+	docs  []map[string]any
+	lists int
+}
+
+func (s *singleObject) Object(_ Position, doc map[string]any) error {
+	s.docs = append(s.docs, doc)
+	return nil
+}
+
+func (s *singleObject) ListStart(Position, map[string]any) error {
+	s.lists++
+	return nil
+}
+
+func (*singleObject) ListItem(Position, any) error           { return nil }
+func (*singleObject) ListEnd(Position, map[string]any) error { return nil }
+
+// ReadOneObject reads the one object a file holds, through the same bounded
+// reader as dry-run; a List or more than one document is an error.
+func ReadOneObject(name string) (map[string]any, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var s singleObject
+	if err := ReadStream(name, f, &s); err != nil {
+		return nil, err
+	}
+	if n := len(s.docs) + s.lists; n != 1 || s.lists != 0 {
+		return nil, fmt.Errorf("%s: must hold exactly one object (not a List), holds %d documents", name, n)
+	}
+	return s.docs[0], nil
+}

@@ -1,0 +1,211 @@
+// Package preview runs one input object through the webhook's mutation
+// offline, as the webhook would (mutate.Pod, then the same JSONPatch, applied
+// to the object), and writes the report of what was decided: dry-run, test
+// and check share it.
+package preview
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// Pod is one pod or pod template that went through the core.
+type Pod struct {
+	Name      string // "Kind namespace/name"
+	Namespace mutate.Namespace
+	Input     *corev1.Pod // the pod (or template) before mutation
+	Before    []byte      // the object before mutation, as YAML (for diff)
+	Patch     []byte      // JSONPatch (relative to the object, not the template)
+	Result    mutate.Result
+	Changed   bool
+	// Unknown lists the fields of the input pod this build of k8s.io/api
+	// does not know, as the apiserver's strict decoding names them.
+	Unknown []string
+}
+
+// Object runs the core on the object's pod and writes the mutated pod
+// back into the object by applying the same JSONPatch the webhook returns.
+// withBefore keeps the object's YAML before mutation (for -o diff).
+func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.Options, withBefore bool) (*Pod, error) {
+	p := &Pod{Name: input.DisplayName(obj.Doc, ns.Name), Namespace: ns}
+	if withBefore {
+		before, err := output.MarshalYAML(obj.Doc)
+		if err != nil {
+			return nil, err
+		}
+		p.Before = before
+	}
+	raw, err := obj.PodJSON()
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	// As the apiserver decodes: case-sensitive, and an unknown field is
+	// an error under kubectl's default --validate=strict.
+	strict, err := sigsjson.UnmarshalStrict(raw, pod, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, fmt.Errorf("not a valid pod: %w", err)
+	}
+	for _, e := range strict {
+		p.Unknown = append(p.Unknown, obj.FieldPath(e.Error()))
+	}
+	p.Input = pod
+	p.Result = mutate.Pod(pod, ns, set, opts)
+	if !p.Result.Changed {
+		return p, nil
+	}
+	base, typed := obj.PatchBase(raw, pod)
+	ops, err := mutate.PatchEncoded(base, typed, pod, p.Result.Pod)
+	if err != nil {
+		return nil, err
+	}
+	if ops, err = input.GenericOps(ops); err != nil {
+		return nil, err
+	}
+	// The patch is reported relative to the object, as it applies to the
+	// input, and written before it is applied: its values go into the
+	// object.
+	reported := ops
+	if obj.TemplatePath != "" {
+		reported = slices.Clone(ops)
+		for i := range reported {
+			reported[i].Path = obj.TemplatePath + reported[i].Path
+		}
+	}
+	opsJSON, err := json.Marshal(reported)
+	if err != nil {
+		return nil, err
+	}
+	if err := input.ApplyOps(obj.PodMap(), input.PatchOps(ops)); err != nil {
+		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
+	}
+	p.Changed = true
+	p.Patch = opsJSON
+	return p, nil
+}
+
+// NonNullPatch is p, or an empty patch ([]) for none: JSON output never
+// says null.
+func NonNullPatch(p []byte) json.RawMessage {
+	if len(p) == 0 {
+		return json.RawMessage("[]")
+	}
+	return p
+}
+
+// Lines splits text into lines that keep their "\n".
+func Lines(b []byte) []string {
+	out := strings.SplitAfter(string(b), "\n")
+	if out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// WriteReport prints, for one pod, which policies matched and what they did.
+func WriteReport(w *ReportWriter, p *Pod) {
+	r := p.Result
+	w.Line("%s:", p.Name)
+	for _, u := range p.Unknown {
+		w.Line("  %s: the apiserver rejects it under kubectl's default --validate=strict, unless it is newer than this build and knows the field", u)
+	}
+	if r.PodSkipped != "" {
+		w.Line("  skipped: %s", r.PodSkipped)
+		return
+	}
+	if len(r.Policies) == 0 {
+		w.Line("  no policies loaded")
+	}
+	for _, pr := range r.Policies {
+		if !pr.Matched {
+			w.Line("  %s: not matched: %s", pr.Policy, pr.Reason)
+			continue
+		}
+		by := ""
+		if b := pr.Reason.MatchedBy(); b != "" {
+			by = " by " + b
+		}
+		w.Line("  %s: matched%s (%s, %s mode, hash %s)", pr.Policy, by, pr.Enforcement, pr.Mode, pr.Hash)
+		var applied []string
+		for _, d := range r.Applied {
+			if d.Policy == pr.Policy {
+				applied = append(applied, d.Item)
+			}
+		}
+		verb := "injected"
+		if pr.Enforcement == policy.Shadow {
+			verb = "would inject (shadow)"
+		}
+		if len(applied) > 0 {
+			w.Line("    %s: %s", verb, strings.Join(applied, ", "))
+		}
+		for _, d := range r.Skipped {
+			if d.Policy == pr.Policy {
+				w.Line("    skipped %s: %s", d.Item, d.Reason)
+			}
+		}
+	}
+	if !r.Changed {
+		w.Line("  unchanged")
+	}
+	for _, warning := range r.Warnings {
+		w.Line("Warning: %s", warning)
+	}
+}
+
+// ReportWriter writes dry-run's report lines. Every line has its control
+// characters escaped: names and reasons come from the input, and a pod
+// named "\x1b[2J" must not clear the terminal.
+type ReportWriter struct{ w io.Writer }
+
+// NewReportWriter returns a ReportWriter that writes to w.
+func NewReportWriter(w io.Writer) *ReportWriter { return &ReportWriter{w} }
+
+// Line writes one report line.
+func (r *ReportWriter) Line(format string, args ...any) {
+	fmt.Fprintf(r.w, "%s\n", EscapeControl(fmt.Sprintf(format, args...)))
+}
+
+// EscapeControl replaces control characters and invalid UTF-8 with Go
+// escapes, keeping everything else (text is not quoted).
+func EscapeControl(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	return b.String()
+}

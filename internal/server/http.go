@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+)
+
+// guard is the webhook's HTTP handler at admission.Path: it does what the
+// HTTP server does not do per request, then reads the body, once, and hands
+// it to review, the admission path. In order: the write deadline,
+// "Connection: close" once shutdown began, so that the API server moves its
+// keep-alive connections elsewhere, a 503 while the first configuration or
+// the namespace cache is missing, the request body limit
+// (--max-request-bytes, 413), room for the body in the request budget before
+// it is read (503 when there is none within budgetWait) and a read deadline
+// sized to the body.
+//
+// The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
+// server treats them as a failed call, and the webhook's failurePolicy
+// decides, as it would if this server were unreachable.
+func (s *server) guard(review admission.ReviewFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rc := http.NewResponseController(w)
+		if d := s.opts.WriteTimeout; d > 0 {
+			_ = rc.SetWriteDeadline(start.Add(d))
+		}
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		if err := s.servingReady(); err != nil {
+			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+			http.Error(w, "sandbox-webhook is not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		limit := s.opts.MaxRequestBytes
+		if r.ContentLength > limit {
+			s.tooLarge(w, start, fmt.Sprintf("%d bytes", r.ContentLength))
+			return
+		}
+		// Room for the body before a byte of it is read: its announced
+		// length, or the limit when it has none (chunked).
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		wait, cancel := context.WithTimeout(r.Context(), budgetWait)
+		release, err := s.budget.acquire(wait, n)
+		cancel()
+		if err != nil {
+			s.busy(w, start, n)
+			return
+		}
+		defer release()
+		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime(n, s.opts.ReadTimeout)))
+		body, err := readBody(w, r, limit)
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				s.tooLarge(w, start, "more than that")
+				return
+			}
+			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+			http.Error(w, "sandbox-webhook: reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		review(w, r, body)
+	})
+}
+
+// readBody reads the request body whole, at most limit bytes: into a buffer
+// of the announced size when there is one (net/http ends the body there),
+// else growing, as io.ReadAll does.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// busy answers a request that found no room in the budget. The API server
+// treats the 503 as a failed call (failurePolicy decides); the connection is
+// closed, as its unread body would be in the way.
+func (s *server) busy(w http.ResponseWriter, start time.Time, n int64) {
+	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+	s.metrics.budgetRefusals.Inc()
+	// At debug level only: under a flood this line would be one per request.
+	s.log.V(1).Info("Refused a request: the server holds as many request bodies as it may", "size", n,
+		"maxBufferedBytes", s.opts.MaxBufferedBytes, "maxInFlight", s.opts.MaxInFlight)
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("sandbox-webhook is busy: no room for a request body of %d bytes within %s (--max-buffered-bytes %d, --max-in-flight %d)",
+		n, budgetWait, s.opts.MaxBufferedBytes, s.opts.MaxInFlight), http.StatusServiceUnavailable)
+}
+
+func (s *server) tooLarge(w http.ResponseWriter, start time.Time, size string) {
+	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+	s.log.Info("Rejected an oversized admission request", "size", size, "limit", s.opts.MaxRequestBytes)
+	http.Error(w, fmt.Sprintf("sandbox-webhook: the AdmissionReview is %s; the limit is %d bytes (--max-request-bytes)",
+		size, s.opts.MaxRequestBytes), http.StatusRequestEntityTooLarge)
+}
+
+// servingReady says why admissions cannot be answered yet, or nil.
+func (s *server) servingReady() error {
+	if s.config.Load() == nil {
+		return s.reloader.ready()
+	}
+	return s.namespaces.synced()
+}

@@ -1,0 +1,189 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+)
+
+// serverMetrics are the metrics of the server itself; the admission metrics
+// live in admission.Metrics. Both are registered through the server's
+// registry.
+type serverMetrics struct {
+	reloads         *prometheus.CounterVec
+	reloadErrors    *prometheus.CounterVec
+	lastSuccess     *prometheus.GaugeVec
+	lastSuccessTime *prometheus.GaugeVec
+	setInfo         *prometheus.GaugeVec
+	leakMode        *prometheus.GaugeVec
+	certNotAfter    prometheus.Gauge
+	budgetRefusals  prometheus.Counter
+
+	mu       sync.Mutex
+	notAfter time.Time
+}
+
+func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
+	m := &serverMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_policy_reloads_total",
+			Help: "Successful reads of the policy files (source=policies) or the leak-mitigation file (source=leak-mitigation), the first included.",
+		}, []string{"source"}),
+		reloadErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_policy_reload_errors_total",
+			Help: "Reads of the policy files or the leak-mitigation file that were rejected; the last good configuration kept serving.",
+		}, []string{"source"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sandbox_webhook_policy_reload_last_success",
+			Help: "1 when the last read of the source succeeded, 0 when it was rejected (see /status on the health port for the errors).",
+		}, []string{"source"}),
+		lastSuccessTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sandbox_webhook_policy_reload_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful read of the source.",
+		}, []string{"source"}),
+		setInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sandbox_webhook_policy_set_info",
+			Help: "The policy set serving admissions, by its content hash (value always 1).",
+		}, []string{"hash"}),
+		leakMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sandbox_webhook_leak_mitigation_info",
+			Help: "The leak-mitigation override serving admissions: on, off or policy (value always 1).",
+		}, []string{"mode"}),
+		certNotAfter: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sandbox_webhook_certificate_not_after_timestamp_seconds",
+			Help: "Unix time at which the serving certificate expires.",
+		}),
+		budgetRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sandbox_webhook_busy_refusals_total",
+			Help: "Requests answered HTTP 503 because --max-buffered-bytes or --max-in-flight left no room for them.",
+		}),
+	}
+	reg.MustRegister(m.reloads, m.reloadErrors, m.lastSuccess, m.lastSuccessTime, m.setInfo, m.leakMode, m.certNotAfter, m.budgetRefusals)
+	for _, s := range []string{sourcePolicies, sourceLeakMitigation} {
+		m.reloads.WithLabelValues(s)
+		m.reloadErrors.WithLabelValues(s)
+	}
+	return m
+}
+
+func (m *serverMetrics) reloaded(source string, err error) {
+	if err != nil {
+		m.reloadErrors.WithLabelValues(source).Inc()
+		m.lastSuccess.WithLabelValues(source).Set(0)
+		return
+	}
+	m.reloads.WithLabelValues(source).Inc()
+	m.lastSuccess.WithLabelValues(source).Set(1)
+	m.lastSuccessTime.WithLabelValues(source).SetToCurrentTime()
+}
+
+func (m *serverMetrics) setConfig(cfg *admission.Config) {
+	m.setInfo.Reset()
+	m.setInfo.WithLabelValues(cfg.Policies.Hash).Set(1)
+	m.leakMode.Reset()
+	m.leakMode.WithLabelValues(string(cfg.Options.LeakMitigation)).Set(1)
+}
+
+// observeCertificate records the expiry of the certificate being served.
+func (m *serverMetrics) observeCertificate(c *tls.Certificate) {
+	leaf := c.Leaf
+	if leaf == nil && len(c.Certificate) > 0 {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return
+		}
+	}
+	if leaf == nil {
+		return
+	}
+	m.mu.Lock()
+	m.notAfter = leaf.NotAfter
+	m.mu.Unlock()
+	m.certNotAfter.Set(float64(leaf.NotAfter.Unix()))
+}
+
+func (m *serverMetrics) certificateNotAfter() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.notAfter
+}
+
+// registry registers the server's metrics in controller-runtime's registry,
+// which the manager's metrics server serves with controller-runtime's own
+// (webhook latency, certificate reads) and the Go and process metrics, and
+// takes them out again when the server stops, so that one process can run
+// servers one after the other (the tests do).
+type registry struct {
+	mu         sync.Mutex
+	collectors []prometheus.Collector
+}
+
+var _ prometheus.Registerer = (*registry)(nil)
+
+func (r *registry) Register(c prometheus.Collector) error {
+	if err := ctrlmetrics.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+func (r *registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *registry) Unregister(c prometheus.Collector) bool {
+	return ctrlmetrics.Registry.Unregister(c)
+}
+
+func (r *registry) unregisterAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.collectors {
+		ctrlmetrics.Registry.Unregister(c)
+	}
+	r.collectors = nil
+}
+
+// addRuntimeMetrics adds the Go and process metrics to controller-runtime's
+// registry, once per process, unless something there has them already.
+var addRuntimeMetrics = sync.OnceValue(func() error {
+	for name, c := range map[string]prometheus.Collector{
+		"go_goroutines":              collectors.NewGoCollector(),
+		"process_start_time_seconds": collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if gathers(ctrlmetrics.Registry, name) {
+			continue
+		}
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+})
+
+func gathers(g prometheus.Gatherer, name string) bool {
+	mfs, err := g.Gather()
+	if err != nil {
+		return false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
