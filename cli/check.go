@@ -18,6 +18,9 @@ import (
 func checkProblems(p *dryRunPod, target kubeTarget) []string {
 	pod, _ := target.storedPod(p.result.Pod)
 	var problems []string
+	if p.result.Denied != "" {
+		problems = append(problems, "denied by the webhook: "+p.result.Denied)
+	}
 	for _, u := range p.unknown {
 		problems = append(problems, "strict decoding error: "+u)
 	}

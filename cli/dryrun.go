@@ -389,7 +389,9 @@ func writeReport(w *reportWriter, p *dryRunPod) {
 			}
 		}
 	}
-	if !r.Changed {
+	if r.Denied != "" {
+		w.line("  denied: %s", r.Denied)
+	} else if !r.Changed {
 		w.line("  unchanged")
 	}
 	for _, warning := range r.Warnings {
