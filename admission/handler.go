@@ -171,6 +171,9 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 	}
 	decision(OutcomeMutated, "operations", len(ops))
 	resp, err := patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops)
+	if errors.Is(err, errPatchTooLarge) {
+		return errored(log, http.StatusUnprocessableEntity, err)
+	}
 	if err != nil {
 		return errored(log, http.StatusInternalServerError, err)
 	}
