@@ -123,7 +123,7 @@ func TestEphemeralContainerHostPath(t *testing.T) {
 // the webhook.
 func TestEphemeralContainerHostPathWithoutLabel(t *testing.T) {
 	const ns = "ephemeral-unlabelled"
-	newInstance(t, "ephemeral-unlabelled", instanceOptions{
+	in := newInstance(t, "ephemeral-unlabelled", instanceOptions{
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 	})
 	pods := suite.cs.CoreV1().Pods(ns)
@@ -176,7 +176,11 @@ func TestEphemeralContainerHostPathWithoutLabel(t *testing.T) {
 	// A pod without hostPath volumes: the match condition keeps its
 	// ephemeral containers from the webhook, which would allow them anyway.
 	plain := createPod(t, plainPod(ns, "plain"))
+	before := in.metric(t, "sandbox_webhook_admission_requests_total")
 	if _, err := pods.UpdateEphemeralContainers(t.Context(), plain.Name, debug(plain, "debugger"), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("adding an ephemeral container to a pod without hostPath volumes: %v", err)
+	}
+	if after := in.metric(t, "sandbox_webhook_admission_requests_total"); after != before {
+		t.Errorf("the webhook answered %v requests for an ephemeral container of a pod without hostPath volumes", after-before)
 	}
 }
