@@ -129,3 +129,20 @@ func TestPatchBound(t *testing.T) {
 		t.Errorf("a patch of %d bytes: %v, want refused", len(big), err)
 	}
 }
+
+// FuzzCountWork: whatever the body, counting ends and never panics.
+func FuzzCountWork(f *testing.F) {
+	for _, s := range []string{
+		`{"request":{"object":{"spec":{"containers":[{"env":[{}]}]}}}}`,
+		`{"request":{"object":{"spec":{"containers":[}`, `{"request":{"object":{"spec":{"volumes":[1,}]}}}}`,
+		`{"request":{"object":{"spec":{"containers":[{"env":[`, `{"request":`, `{"`, `{`, `[`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := CountWork(body)
+		if w.Bytes != int64(len(body)) {
+			t.Errorf("Bytes = %d for %d bytes", w.Bytes, len(body))
+		}
+	})
+}
