@@ -105,20 +105,20 @@ func CountWork(body []byte) (w Work) {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return w
 	}
-	s.members(func(key string) {
-		if key != "request" || s.b[s.i] != '{' {
+	s.members(func(key []byte) {
+		if string(key) != "request" || s.b[s.i] != '{' {
 			s.value()
 			return
 		}
-		s.members(func(key string) {
+		s.members(func(key []byte) {
 			switch {
-			case key == "uid" && s.b[s.i] == '"':
+			case string(key) == "uid" && s.b[s.i] == '"':
 				start := s.i
 				s.value()
 				_ = json.Unmarshal(s.b[start:s.i], &w.UID)
-			case (key == "object" || key == "oldObject") && s.b[s.i] == '{':
-				s.members(func(key string) {
-					if key != "spec" || s.b[s.i] != '{' {
+			case (string(key) == "object" || string(key) == "oldObject") && s.b[s.i] == '{':
+				s.members(func(key []byte) {
+					if string(key) != "spec" || s.b[s.i] != '{' {
 						s.value()
 						return
 					}
@@ -134,8 +134,8 @@ func CountWork(body []byte) (w Work) {
 
 // countSpec counts the pod spec at s.i.
 func (s *scanner) countSpec(w *Work) {
-	s.members(func(key string) {
-		switch key {
+	s.members(func(key []byte) {
+		switch string(key) {
 		case "containers", "initContainers", "ephemeralContainers":
 			s.elements(func() {
 				w.Containers++
@@ -143,8 +143,8 @@ func (s *scanner) countSpec(w *Work) {
 					s.value()
 					return
 				}
-				s.members(func(key string) {
-					switch key {
+				s.members(func(key []byte) {
+					switch string(key) {
 					case "env", "envFrom":
 						w.Env += s.elements(s.value)
 					case "volumeMounts", "volumeDevices":
@@ -164,12 +164,13 @@ func (s *scanner) countSpec(w *Work) {
 
 // members walks the object at s.i (valid JSON), calling member with each
 // key, unescaped, and the scanner at its value, which member must skip or
-// walk.
-func (s *scanner) members(member func(key string)) {
-	s.object(func(raw []byte, escaped bool) bool {
-		key := string(raw)
+// walk. The key is only valid during the call.
+func (s *scanner) members(member func(key []byte)) {
+	s.object(func(key []byte, escaped bool) bool {
 		if escaped {
-			_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key)
+			var k string
+			_ = json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k)
+			key = []byte(k)
 		}
 		member(key)
 		return true
