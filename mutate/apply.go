@@ -145,34 +145,11 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	// resolve to the policy's volume once injected: the policy's host path,
 	// writable where the pod chose. Nothing is injected then: a pod that
 	// does not declare the volume is rejected by the apiserver for mounting
-	// a volume it lacks, exactly as without the webhook. The status
-	// annotation plays no part, so forging it changes nothing.
-	foreign := findForeign(a.pod, want.Name, mountPath, readOnly)
-	how := "at " + mountPath
-	if readOnly {
-		how = "read-only " + how
-	}
-	switch {
-	case foreign == nil:
-	case existing == nil:
-		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
-			"not injected; the apiserver rejects the mount of an undeclared volume", want.Name, how), true)
-		return
-	case want.HostPath != nil:
-		// The pod already has the host path volume: an earlier pass
-		// injected it and another webhook then added a container, or the
-		// pod declared it itself. The foreign mount reaches the host path
-		// whatever is injected now, and dropping the volume would take it
-		// from the containers that mount it as the policy says too. The
-		// pod is refused.
-		a.deny(item, fmt.Sprintf("%s mounts hostPath volume %q %s; the policy mounts host path %q only %s, whole and without propagation, "+
-			"and the pod would run with it mounted otherwise", foreign.who(), want.Name, foreign.how(), want.HostPath.Path, how))
-		return
-	default:
-		// An emptyDir or image volume the pod has: the foreign mount
-		// reaches it whatever is injected now, and it is no host path.
-		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
-			"nothing more is mounted", want.Name, how), true)
+	// a volume it lacks, exactly as without the webhook, and one that has
+	// the host path volume already is refused. The status annotation plays
+	// no part, so forging it changes nothing.
+	if foreign := findForeign(a.pod, want.Name, mountPath, readOnly); foreign != nil {
+		a.foreign(item, want, existing != nil, foreign, mountPath, readOnly)
 		return
 	}
 	if len(sel) == 0 {
@@ -223,6 +200,35 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		a.st.dirty = true
 	}
 	a.applied(item)
+}
+
+// foreign decides an item whose volume a container of the pod refers to
+// other than the policy's mount does (see findForeign); present says the
+// pod has the volume already.
+func (a *applier) foreign(item string, want corev1.Volume, present bool, foreign *foreignRef, mountPath string, readOnly bool) {
+	how := "at " + mountPath
+	if readOnly {
+		how = "read-only " + how
+	}
+	switch {
+	case !present:
+		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
+			"not injected; the apiserver rejects the mount of an undeclared volume", want.Name, how), true)
+	case want.HostPath != nil:
+		// The pod already has the host path volume: an earlier pass
+		// injected it and another webhook then added a container, or the
+		// pod declared it itself. The foreign mount reaches the host path
+		// whatever is injected now, and dropping the volume would take it
+		// from the containers that mount it as the policy says too. The
+		// pod is refused.
+		a.deny(item, fmt.Sprintf("%s mounts hostPath volume %q %s; the policy mounts host path %q only %s, whole and without propagation, "+
+			"and the pod would run with it mounted otherwise", foreign.who(), want.Name, foreign.how(), want.HostPath.Path, how))
+	default:
+		// An emptyDir or image volume the pod has: the foreign mount
+		// reaches it whatever is injected now, and it is no host path.
+		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
+			"nothing more is mounted", want.Name, how), true)
+	}
 }
 
 // unmount removes every mount of the volume named name from the init and
