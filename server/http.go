@@ -80,7 +80,7 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 				return
 			}
 			wait, cancel := context.WithTimeout(r.Context(), budgetWait)
-			releaseMore, err := s.budget.acquireMore(wait, extra)
+			releaseMore, err := s.budget.acquireMore(wait, n, extra)
 			cancel()
 			if err != nil {
 				s.busy(w, start, fmt.Sprintf("processing a pod of %d containers, %d volumes, %d mounts and %d env entries (about %d bytes beside its body of %d)",

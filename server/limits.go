@@ -71,17 +71,17 @@ func (b *requestBudget) fits(n int64) bool { return n <= b.limitFor(n) }
 // acquire waits until one more request of n bytes fits, or ctx ends. The
 // returned release gives the room back; calling it more than once is safe.
 func (b *requestBudget) acquire(ctx context.Context, n int64) (release func(), err error) {
-	return b.reserve(ctx, n, 1)
+	return b.reserve(ctx, n, b.limitFor(n), 1)
 }
 
-// acquireMore waits until n more bytes fit for a request that holds its
-// room already: what processing its body will take beyond the body.
-func (b *requestBudget) acquireMore(ctx context.Context, n int64) (release func(), err error) {
-	return b.reserve(ctx, n, 0)
+// acquireMore waits until n more bytes fit for a request that holds held
+// already: what processing its body will take beyond the body. The request
+// counts as large when held and n together are.
+func (b *requestBudget) acquireMore(ctx context.Context, held, n int64) (release func(), err error) {
+	return b.reserve(ctx, n, b.limitFor(held+n), 0)
 }
 
-func (b *requestBudget) reserve(ctx context.Context, n int64, requests int) (release func(), err error) {
-	limit := b.limitFor(n)
+func (b *requestBudget) reserve(ctx context.Context, n, limit int64, requests int) (release func(), err error) {
 	for {
 		b.mu.Lock()
 		if b.requests+requests <= b.maxRequests && b.bytes+n <= limit {
