@@ -222,8 +222,8 @@ func TestDefaultObjects(t *testing.T) {
 	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != namespace+"/"+fullname {
 		t.Errorf("inject-ca-from = %q", got)
 	}
-	if len(mwc.Webhooks) != 1 {
-		t.Fatalf("want one webhook, got %d", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 2 {
+		t.Fatalf("want two webhooks (pods, ephemeral containers), got %d", len(mwc.Webhooks))
 	}
 	wh := mwc.Webhooks[0]
 	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
@@ -245,13 +245,6 @@ func TestDefaultObjects(t *testing.T) {
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule: admissionregistrationv1.Rule{
 			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
-			Scope: ptr(admissionregistrationv1.NamespacedScope),
-		},
-	}, {
-		// Ephemeral containers are judged for their hostPath mounts.
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
 			Scope: ptr(admissionregistrationv1.NamespacedScope),
 		},
 	}}
@@ -282,6 +275,40 @@ func TestDefaultObjects(t *testing.T) {
 	// The webhook's own pods must never be sent to it.
 	if selects(wh.ObjectSelector, pod.Labels) {
 		t.Errorf("the objectSelector selects the webhook's own pods")
+	}
+
+	// Ephemeral containers are judged for their hostPath mounts, whatever
+	// the pod's labels (whoever adds one may remove them first), in the
+	// same namespaces, only for pods with a hostPath volume.
+	eph := mwc.Webhooks[1]
+	if eph.Name != "ephemeralcontainers.sandbox-webhook.io" {
+		t.Errorf("second webhook = %s", eph.Name)
+	}
+	wantEphRules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
+			Scope: ptr(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+	if !equalJSON(t, eph.Rules, wantEphRules) {
+		t.Errorf("ephemeral-container rules = %+v", eph.Rules)
+	}
+	if eph.ObjectSelector != nil && (len(eph.ObjectSelector.MatchLabels) > 0 || len(eph.ObjectSelector.MatchExpressions) > 0) {
+		t.Errorf("ephemeral-container objectSelector = %+v, want none", eph.ObjectSelector)
+	}
+	if !equalJSON(t, eph.NamespaceSelector, wantNS) {
+		t.Errorf("ephemeral-container namespaceSelector = %+v", eph.NamespaceSelector)
+	}
+	if !equalJSON(t, eph.ClientConfig, wh.ClientConfig) || !equalJSON(t, eph.FailurePolicy, wh.FailurePolicy) ||
+		!equalJSON(t, eph.TimeoutSeconds, wh.TimeoutSeconds) || !equalJSON(t, eph.SideEffects, wh.SideEffects) {
+		t.Errorf("the ephemeral-container webhook is called differently from the pod webhook: %+v", eph)
+	}
+	if eph.ReinvocationPolicy == nil || *eph.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
+		t.Errorf("ephemeral-container reinvocationPolicy = %v, want Never (it never patches)", eph.ReinvocationPolicy)
+	}
+	if len(eph.MatchConditions) != 1 || eph.MatchConditions[0].Expression != "has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath))" {
+		t.Errorf("ephemeral-container matchConditions = %+v, want the hostPath pre-filter", eph.MatchConditions)
 	}
 
 	// Ingress to the webhook pods: the webhook port from anywhere (the API

@@ -564,11 +564,12 @@ func (r *chartRelease) serviceClientConfig(caBundle []byte) admissionregistratio
 	}
 }
 
-// checkWebhookConfiguration compares the stored configuration's one webhook
-// with what the chart intends: pods at CREATE and their ephemeral containers
-// at UPDATE (kubectl debug), no side effects, v1 reviews,
+// checkWebhookConfiguration compares the stored configuration's webhooks
+// with what the chart intends: pods at CREATE, no side effects, v1 reviews,
 // reinvoked if needed, fail-closed, the short timeout, the release's test
-// namespaces minus kube-system and the release namespace, app=sandbox pods.
+// namespaces minus kube-system and the release namespace, app=sandbox pods;
+// and, in the same namespaces whatever the pod's labels, ephemeral
+// containers at UPDATE (kubectl debug) of pods with a hostPath volume.
 func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionregistrationv1.WebhookClientConfig) {
 	t.Helper()
 	mwc := r.webhookConfiguration(t)
@@ -579,12 +580,6 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
-				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}, {
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
 				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 			},
 		}},
@@ -601,6 +596,34 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 		TimeoutSeconds:          ptr.To[int32](chartTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
 		ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+	}, {
+		Name:         "ephemeralcontainers.sandbox-webhook.io",
+		ClientConfig: client,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}},
+		FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		MatchPolicy:   ptr.To(admissionregistrationv1.Equivalent),
+		NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{instanceLabel: r.name},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", r.namespace},
+			}},
+		},
+		// The apiserver defaults a missing objectSelector to the empty one.
+		ObjectSelector:          &metav1.LabelSelector{},
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		TimeoutSeconds:          ptr.To[int32](chartTimeoutSeconds),
+		AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name:       "has-hostpath-volume",
+			Expression: "has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath))",
+		}},
 	}}
 	if diff := cmp.Diff(want, mwc.Webhooks); diff != "" {
 		t.Errorf("stored MutatingWebhookConfiguration %s (-want +got):\n%s", mwc.Name, diff)

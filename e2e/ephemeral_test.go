@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestEphemeralContainerHostPath: on a running sandbox pod that got the
@@ -108,5 +109,78 @@ func TestEphemeralContainerHostPath(t *testing.T) {
 				t.Errorf("adding an ephemeral container changed the pod's spec or annotations")
 			}
 		})
+	}
+}
+
+// TestEphemeralContainerHostPathWithoutLabel: the check of ephemeral
+// containers does not depend on labels the pod's editor controls. A user
+// who may update pods removes the sandbox label from a pod that got the
+// policy's host-path asset, then adds an ephemeral container mounting that
+// volume writable: the apiserver still sends the update (the chart's
+// ephemeral-container webhook is scoped by namespace only) and the webhook
+// refuses it. A read-only, whole mount is still added; so is any container
+// of a pod without hostPath volumes, which the match condition keeps from
+// the webhook.
+func TestEphemeralContainerHostPathWithoutLabel(t *testing.T) {
+	const ns = "ephemeral-unlabelled"
+	in := newInstance(t, "ephemeral-unlabelled", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	pods := suite.cs.CoreV1().Pods(ns)
+
+	created := createPod(t, sandboxPod(ns, "relabelled"))
+	if v := volumeByName(created, assetVolume); v == nil || v.HostPath == nil {
+		t.Fatalf("stored pod %s has no host path volume %s: %+v", fmtPod(created), assetVolume, created.Spec.Volumes)
+	}
+	// kubectl label pod relabelled app-
+	stored, err := pods.Patch(t.Context(), created.Name, types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/metadata/labels/app"}]`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored.Labels["app"]; ok {
+		t.Fatalf("the pod still has label app: %v", stored.Labels)
+	}
+
+	debug := func(p *corev1.Pod, name string, mounts ...corev1.VolumeMount) *corev1.Pod {
+		p = p.DeepCopy()
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: name, Image: "busybox:1.37", Command: []string{"sh"}, Stdin: true, TTY: true,
+				VolumeMounts: mounts,
+			},
+			TargetContainerName: "main",
+		})
+		return p
+	}
+
+	_, err = pods.UpdateEphemeralContainers(t.Context(), stored.Name,
+		debug(stored, "debugger", corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets"}), metav1.UpdateOptions{})
+	if err == nil {
+		t.Fatalf("the apiserver added an ephemeral container mounting host path volume %s writable to a pod without the sandbox label", assetVolume)
+	}
+	if msg := err.Error(); !apierrors.IsForbidden(err) || !strings.Contains(msg, "denied the request") ||
+		!strings.Contains(msg, `ephemeral container "debugger" mounts hostPath volume "`+assetVolume+`" not readOnly`) {
+		t.Errorf("refused with %v, want the webhook's denial naming the container, the volume and not readOnly", err)
+	}
+
+	got, err := pods.UpdateEphemeralContainers(t.Context(), stored.Name,
+		debug(stored, "reader", corev1.VolumeMount{Name: assetVolume, MountPath: "/debug/assets", ReadOnly: true}), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("adding a read-only ephemeral container: %v", err)
+	}
+	if n := len(got.Spec.EphemeralContainers); n != 1 || got.Spec.EphemeralContainers[0].Name != "reader" {
+		t.Errorf("ephemeral containers after the read-only one: %+v", got.Spec.EphemeralContainers)
+	}
+
+	// A pod without hostPath volumes: the match condition keeps its
+	// ephemeral containers from the webhook, which would allow them anyway.
+	plain := createPod(t, plainPod(ns, "plain"))
+	before := in.metric(t, "sandbox_webhook_admission_requests_total")
+	if _, err := pods.UpdateEphemeralContainers(t.Context(), plain.Name, debug(plain, "debugger"), metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("adding an ephemeral container to a pod without hostPath volumes: %v", err)
+	}
+	if after := in.metric(t, "sandbox_webhook_admission_requests_total"); after != before {
+		t.Errorf("the webhook answered %v requests for an ephemeral container of a pod without hostPath volumes", after-before)
 	}
 }

@@ -4,16 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
@@ -30,6 +33,8 @@ type sidecarInjector struct {
 	// sawMutated[i] is whether the i-th pod it was sent carried our
 	// status annotation.
 	sawMutated []bool
+	// mounts are the late container's volume mounts.
+	mounts []corev1.VolumeMount
 }
 
 func (s *sidecarInjector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,9 +62,10 @@ func (s *sidecarInjector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"op":   "add",
 			"path": "/spec/containers/-",
 			"value": corev1.Container{
-				Name:    lateContainer,
-				Image:   "busybox:1.37",
-				Command: []string{"sleep", "infinity"},
+				Name:         lateContainer,
+				Image:        "busybox:1.37",
+				Command:      []string{"sleep", "infinity"},
+				VolumeMounts: s.mounts,
 			},
 		}})
 		pt := admissionv1.PatchTypeJSONPatch
@@ -82,59 +88,8 @@ func TestReinvocation(t *testing.T) {
 		t.Fatalf("the chart's webhook has reinvocationPolicy %v, want IfNeeded", got)
 	}
 
-	// The injector's own certificate, from the same generator.
-	certs, err := harness.NewCerts(t.Context(), suite.binary, filepath.Join(t.TempDir(), "tls"), "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(certs.Dir(), "tls.crt"), filepath.Join(certs.Dir(), "tls.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	injector := &sidecarInjector{}
-	srv := httptest.NewUnstartedServer(injector)
-	srv.Listener.Close()
-	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-
-	// Configurations are called in name order: "zz-…" comes after ours.
-	url := srv.URL + "/inject"
-	fail := admissionregistrationv1.Fail
-	never := admissionregistrationv1.NeverReinvocationPolicy
-	none := admissionregistrationv1.SideEffectClassNone
-	second := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "zz-e2e-late-sidecar"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "late-sidecar.e2e.sandbox-webhook.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certs.Current().CA},
-			Rules:                   in.mwc.Webhooks[0].Rules,
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: in.name}},
-			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			ReinvocationPolicy:      &never,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	if second.Name <= in.mwc.Name {
-		t.Fatalf("%s must sort after %s to be called after it", second.Name, in.mwc.Name)
-	}
-	in.install(t, second)
-	t.Cleanup(func() {
-		_ = suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), second.Name, metav1.DeleteOptions{})
-	})
-	// Wait until the apiserver calls the injector too.
-	waitFor(t, "the second webhook to add its container", func() (bool, string) {
-		got, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), sandboxPod(in.probeNamespace, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(got.Spec.Containers) == 2, "containers: " + containerNames(got)
-	})
+	startInjector(t, in, injector)
 	injector.mu.Lock()
 	injector.sawMutated = nil
 	injector.mu.Unlock()
@@ -155,6 +110,92 @@ func TestReinvocation(t *testing.T) {
 	if len(saw) == 0 || !saw[0] {
 		t.Errorf("the second webhook saw %v (our status annotation present?); ours must run first for this to test reinvocation", saw)
 	}
+}
+
+// TestReinvocationWritableAsset: a second webhook, called after ours, adds
+// a container that mounts the policy's host-path asset volume writable.
+// On reinvocation ours sees the volume it injected mounted other than the
+// policy says: the pod would run with the host path writable in that
+// container, so the apiserver refuses the pod with our reason, and stores
+// nothing.
+func TestReinvocationWritableAsset(t *testing.T) {
+	const ns = "reinvocation-writable"
+	in := newInstance(t, ns, instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	startInjector(t, in, &sidecarInjector{mounts: []corev1.VolumeMount{{Name: assetVolume, MountPath: "/data"}}})
+
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "sandbox"), metav1.CreateOptions{})
+	if err == nil {
+		t.Fatalf("the apiserver created a pod whose container %s mounts host path volume %s writable", lateContainer, assetVolume)
+	}
+	msg := err.Error()
+	if !apierrors.IsForbidden(err) || !strings.Contains(msg, "denied the request") ||
+		!strings.Contains(msg, `container "`+lateContainer+`" mounts hostPath volume "`+assetVolume+`"`) {
+		t.Errorf("refused with %v, want the webhook's denial naming the container and the volume", err)
+	}
+	if _, err := suite.cs.CoreV1().Pods(ns).Get(t.Context(), "sandbox", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused pod is stored (%v)", err)
+	}
+}
+
+// startInjector serves injector and installs it as a second webhook,
+// called after in's for the same pods, and waits until the apiserver calls
+// it.
+func startInjector(t *testing.T, in *instance, injector *sidecarInjector) {
+	t.Helper()
+	// The injector's own certificate, from the same generator.
+	certs, err := harness.NewCerts(t.Context(), suite.binary, filepath.Join(t.TempDir(), "tls"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(certs.Dir(), "tls.crt"), filepath.Join(certs.Dir(), "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(injector)
+	srv.Listener.Close()
+	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	// Configurations are called in name order: "zz-…" comes after ours.
+	url := srv.URL + "/inject"
+	fail := admissionregistrationv1.Fail
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	none := admissionregistrationv1.SideEffectClassNone
+	second := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "zz-e2e-late-sidecar-" + in.name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "late-sidecar.e2e.sandbox-webhook.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certs.Current().CA},
+			Rules:                   in.mwc.Webhooks[0].Rules,
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: in.name}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			ReinvocationPolicy:      &never,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if second.Name <= in.mwc.Name {
+		t.Fatalf("%s must sort after %s to be called after it", second.Name, in.mwc.Name)
+	}
+	in.install(t, second)
+	t.Cleanup(func() {
+		_ = suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), second.Name, metav1.DeleteOptions{})
+	})
+	// Wait until the apiserver calls the injector too (the probe may be
+	// refused for what the injector adds).
+	waitFor(t, "the apiserver to call the second webhook", func() (bool, string) {
+		_, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), sandboxPod(in.probeNamespace, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		injector.mu.Lock()
+		defer injector.mu.Unlock()
+		return len(injector.sawMutated) > 0, fmt.Sprintf("not called; the probe: %v", err)
+	})
 }
 
 func containerNames(pod *corev1.Pod) string {

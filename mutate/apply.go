@@ -145,20 +145,11 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	// resolve to the policy's volume once injected: the policy's host path,
 	// writable where the pod chose. Nothing is injected then: a pod that
 	// does not declare the volume is rejected by the apiserver for mounting
-	// a volume it lacks, exactly as without the webhook. The status
-	// annotation plays no part, so forging it changes nothing.
-	if foreignReference(a.pod, want.Name, mountPath, readOnly) {
-		how := "at " + mountPath
-		if readOnly {
-			how = "read-only " + how
-		}
-		why := fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; ", want.Name, how)
-		if existing == nil {
-			why += "not injected; the apiserver rejects the mount of an undeclared volume"
-		} else {
-			why += "nothing more is mounted"
-		}
-		a.skip(item, why, true)
+	// a volume it lacks, exactly as without the webhook, and one that has
+	// the host path volume already is refused. The status annotation plays
+	// no part, so forging it changes nothing.
+	if foreign := findForeign(a.pod, want.Name, mountPath, readOnly); foreign != nil {
+		a.foreign(item, want, existing != nil, foreign, mountPath, readOnly)
 		return
 	}
 	if len(sel) == 0 {
@@ -171,7 +162,7 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 		if m, at := mountNear(t.c, mountPath); m != nil {
 			switch {
 			case at && m.Name == want.Name:
-				mounted++ // foreignReference has checked it is the policy's mount
+				mounted++ // findForeign has checked it is the policy's mount
 			case at:
 				a.skip(fmt.Sprintf("%s[%s]", item, t.c.Name),
 					fmt.Sprintf("container %q already mounts volume %q at %s; kept", t.c.Name, m.Name, mountPath), true)
@@ -211,6 +202,35 @@ func (a *applier) volume(item string, want corev1.Volume, mountPath string, read
 	a.applied(item)
 }
 
+// foreign decides an item whose volume a container of the pod refers to
+// other than the policy's mount does (see findForeign); present says the
+// pod has the volume already.
+func (a *applier) foreign(item string, want corev1.Volume, present bool, foreign *foreignRef, mountPath string, readOnly bool) {
+	how := "at " + mountPath
+	if readOnly {
+		how = "read-only " + how
+	}
+	switch {
+	case !present:
+		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
+			"not injected; the apiserver rejects the mount of an undeclared volume", want.Name, how), true)
+	case want.HostPath != nil:
+		// The pod already has the host path volume: an earlier pass
+		// injected it and another webhook then added a container, or the
+		// pod declared it itself. The foreign mount reaches the host path
+		// whatever is injected now, and dropping the volume would take it
+		// from the containers that mount it as the policy says too. The
+		// pod is refused.
+		a.deny(item, fmt.Sprintf("%s mounts hostPath volume %q %s; the policy mounts host path %q only %s, whole and without propagation, "+
+			"and the pod would run with it mounted otherwise", foreign.who(), want.Name, foreign.how(), want.HostPath.Path, how))
+	default:
+		// An emptyDir or image volume the pod has: the foreign mount
+		// reaches it whatever is injected now, and it is no host path.
+		a.skip(item, fmt.Sprintf("the pod mounts volume %q other than %s, whole and without propagation; "+
+			"nothing more is mounted", want.Name, how), true)
+	}
+}
+
 // unmount removes every mount of the volume named name from the init and
 // app containers, as an apiserver that drops image volumes removes the
 // mounts of the image volumes it drops. (A pod is created without
@@ -244,44 +264,82 @@ func (a *applier) deleteMounts(ms *[]corev1.VolumeMount, del func(corev1.VolumeM
 const ImageVolumeDroppedReason = "this apiserver drops image volumes (Kubernetes before 1.35, or ImageVolume gate off): " +
 	"not mounted; use hostPath in a privileged namespace"
 
-// foreignReference reports whether a container of the pod, of any kind,
-// refers to the volume named name other than with the mount the policy
-// makes: at mountPath (spelled exactly so), read-only when readOnly, whole
-// (no subPath or subPathExpr), without mount propagation, and not as a
-// block device.
-func foreignReference(pod *corev1.Pod, name, mountPath string, readOnly bool) bool {
-	foreign := func(mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
+// policyMount reports whether m is the mount the policy makes of the
+// volume named name: at mountPath (spelled exactly so), read-only when
+// readOnly, whole (no subPath or subPathExpr) and without mount propagation.
+func policyMount(m *corev1.VolumeMount, name, mountPath string, readOnly bool) bool {
+	return m.Name == name && m.MountPath == mountPath && (!readOnly || m.ReadOnly) &&
+		m.SubPath == "" && m.SubPathExpr == "" &&
+		(m.MountPropagation == nil || *m.MountPropagation == corev1.MountPropagationNone)
+}
+
+// foreignRef is the first reference of a container of the pod, of any kind,
+// to the volume named name other than the mount the policy makes (see
+// policyMount), including its use as a block device.
+type foreignRef struct {
+	kind, container string
+	mount           *corev1.VolumeMount // nil for a device
+}
+
+func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) *foreignRef {
+	spec := &pod.Spec
+	find := func(kind, container string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) *foreignRef {
 		for i := range mounts {
-			m := &mounts[i]
-			if m.Name == name && (m.MountPath != mountPath || readOnly && !m.ReadOnly ||
-				m.SubPath != "" || m.SubPathExpr != "" ||
-				m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone) {
-				return true
+			if m := &mounts[i]; m.Name == name && !policyMount(m, name, mountPath, readOnly) {
+				return &foreignRef{kind: kind, container: container, mount: m}
 			}
 		}
 		for i := range devices {
 			if devices[i].Name == name {
-				return true
+				return &foreignRef{kind: kind, container: container}
 			}
 		}
-		return false
+		return nil
 	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
-			return true
+	for i := range spec.InitContainers {
+		if r := find("init container", spec.InitContainers[i].Name, spec.InitContainers[i].VolumeMounts, spec.InitContainers[i].VolumeDevices); r != nil {
+			return r
 		}
 	}
-	for i := range pod.Spec.Containers {
-		if c := &pod.Spec.Containers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
-			return true
+	for i := range spec.Containers {
+		if r := find("container", spec.Containers[i].Name, spec.Containers[i].VolumeMounts, spec.Containers[i].VolumeDevices); r != nil {
+			return r
 		}
 	}
-	for i := range pod.Spec.EphemeralContainers {
-		if c := &pod.Spec.EphemeralContainers[i]; foreign(c.VolumeMounts, c.VolumeDevices) {
-			return true
+	for i := range spec.EphemeralContainers {
+		c := &spec.EphemeralContainers[i]
+		if r := find("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices); r != nil {
+			return r
 		}
 	}
-	return false
+	return nil
+}
+
+// who names the container: container "late-sidecar".
+func (r *foreignRef) who() string { return fmt.Sprintf("%s %q", r.kind, r.container) }
+
+// how says how it refers to the volume: writable at "/data", with a
+// subPath, as a block device.
+func (r *foreignRef) how() string {
+	m := r.mount
+	if m == nil {
+		return "as a block device"
+	}
+	var out []string
+	if !m.ReadOnly {
+		out = append(out, "writable")
+	}
+	out = append(out, fmt.Sprintf("at %q", m.MountPath))
+	if m.SubPath != "" {
+		out = append(out, "with a subPath")
+	}
+	if m.SubPathExpr != "" {
+		out = append(out, "with a subPathExpr")
+	}
+	if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
+		out = append(out, "with mountPropagation "+string(*m.MountPropagation))
+	}
+	return strings.Join(out, " ")
 }
 
 // mountNear returns the container's mount at mountPath (at is true), else
@@ -583,6 +641,22 @@ func mountsAt(pod *corev1.Pod, volume, mountPath string) bool {
 func (a *applier) applied(item string) {
 	a.sp.Injected = append(a.sp.Injected, item)
 	a.res.Applied = append(a.res.Applied, Decision{Policy: a.p.Name(), Item: item, Shadow: a.shadow})
+}
+
+// deny refuses the pod for item, with reason; a shadow policy only reports
+// that it would. The item is recorded as skipped either way.
+func (a *applier) deny(item, reason string) {
+	if a.shadow {
+		a.skip(item, "would refuse the pod: "+reason, false)
+		return
+	}
+	a.skip(item, "the pod is refused: "+reason, false)
+	msg := fmt.Sprintf("sandbox-webhook: policy %q: %s", a.p.Name(), reason)
+	if a.res.Denied == "" {
+		a.res.Denied = msg
+	} else {
+		a.res.Denied += "; " + msg
+	}
 }
 
 func (a *applier) skip(item, reason string, warn bool) {

@@ -156,8 +156,13 @@ type Result struct {
 	// PodSkipped is non-empty when the whole pod was skipped (Windows pod,
 	// excluded namespace) and says why.
 	PodSkipped string
-	Policies   []PolicyResult
-	Applied    []Decision
-	Skipped    []Decision
-	Warnings   []string
+	// Denied is non-empty when the pod must be refused, and says why: a
+	// container mounts a policy's hostPath volume, which the pod already
+	// has, other than the policy mounts it. The webhook answers it as a
+	// denial; Pod is then what a pass would otherwise give.
+	Denied   string
+	Policies []PolicyResult
+	Applied  []Decision
+	Skipped  []Decision
+	Warnings []string
 }

@@ -63,7 +63,7 @@ func RequestDefaultsToLimit(spec *corev1.PodSpec) bool {
 // VolumeReferenceProblems returns the apiserver's rejections of mounts and
 // devices that name a volume the pod does not declare. The core leaves such
 // a pod that way when the name is one of its volumes but the pod mounts it
-// other than the policy does (see foreignReference); it backs dry-run
+// other than the policy does (see findForeign); it backs dry-run
 // --check.
 func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 	declared := make(map[string]bool, len(spec.Volumes))

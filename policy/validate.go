@@ -72,6 +72,9 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 		case ref.Name != "" && ref.MountPath != "":
 			errs = append(errs, field.Forbidden(fld, "set exactly one of name, mountPath, not both"))
 		}
+		if hasControl(ref.MountPath) {
+			errs = append(errs, controlError(fld.Child("mountPath"), ref.MountPath))
+		}
 	}
 	errs = append(errs, validateEnv(s.Env, spec.Child("env"))...)
 	if s.Memory != nil {
@@ -162,11 +165,14 @@ func validateMountPath(fld *field.Path, p string, seen map[string]*field.Path) f
 	return nil
 }
 
-// validateAbsPath checks that p is absolute, has no ".." and is clean.
+// validateAbsPath checks that p is absolute, has no ".." and is clean, and
+// has no control character.
 func validateAbsPath(fld *field.Path, p string) field.ErrorList {
 	switch {
 	case p == "":
 		return field.ErrorList{field.Required(fld, "an absolute path such as /root/.cache/uv")}
+	case hasControl(p):
+		return field.ErrorList{controlError(fld, p)}
 	case !path.IsAbs(p):
 		return field.ErrorList{field.Invalid(fld, p, "must be an absolute path")}
 	case slices.Contains(strings.Split(p, "/"), ".."):
@@ -175,6 +181,18 @@ func validateAbsPath(fld *field.Path, p string) field.ErrorList {
 		return field.ErrorList{field.Invalid(fld, p, fmt.Sprintf("must be a clean path (%s)", path.Clean(p)))}
 	}
 	return nil
+}
+
+// hasControl reports whether s holds a control character: NUL, any other
+// byte below 0x20, or DEL. No real path has one; printed raw, ESC or CR can
+// rewrite what an operator reads in a terminal, and NUL ends the path the
+// kernel sees.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+func controlError(fld *field.Path, p string) *field.Error {
+	return field.Invalid(fld, p, "must not contain control characters (NUL, tab, newline, ESC, DEL, any below 0x20)")
 }
 
 // protectedTrees are host directories an asset may neither be nor lie
@@ -196,6 +214,17 @@ var protectedTrees = []struct{ dir, why string }{
 	{"/var/lib/containerd", "container-runtime state"},
 	{"/var/lib/docker", "container-runtime state"},
 	{"/var/lib/containers", "container-runtime state"},
+	{"/var/lib/crio", "container-runtime state"},
+	{"/var/lib/kube-proxy", "kube-proxy's credentials"},
+	{"/var/lib/cloud", "cloud-init's instance data: user data, often with secrets"},
+	{"/var/lib/waagent", "the Azure agent's certificates and provisioning secrets"},
+	{"/var/lib/amazon", "the AWS agents' state and credentials"},
+	{"/var/lib/google", "the Google guest agent's state"},
+	{"/var/lib/systemd", "systemd's state, its credential key among it"},
+	{"/var/lib/sss", "SSSD's cached credentials"},
+	{"/var/backups", "the node's backups: copies of its password and group files"},
+	{"/var/spool", "the node's cron jobs, mail and print queues"},
+	{"/var/mail", "the node's users' mail"},
 	{"/var/lib/cni", "network plugin state"},
 	{"/var/lib/etcd", "cluster state"},
 	{"/var/lib/kubernetes", "cluster credentials and state"},

@@ -146,6 +146,12 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		decision(OutcomeSkipped, "reason", res.PodSkipped)
 		return cradmission.Allowed(res.PodSkipped).WithWarnings(warnings...), OutcomeSkipped
 	}
+	if res.Denied != "" {
+		// The reason names containers, volumes and paths: it goes to the
+		// client, never to the log.
+		decision(OutcomeDenied)
+		return cradmission.Denied(res.Denied).WithWarnings(warnings...), OutcomeDenied
+	}
 	if !res.Changed {
 		reason := unchangedReason(res)
 		decision(OutcomeUnchanged, "reason", reason)
@@ -165,6 +171,9 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 	}
 	decision(OutcomeMutated, "operations", len(ops))
 	resp, err := patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops)
+	if errors.Is(err, errPatchTooLarge) {
+		return errored(log, http.StatusUnprocessableEntity, err)
+	}
 	if err != nil {
 		return errored(log, http.StatusInternalServerError, err)
 	}

@@ -120,6 +120,21 @@ func TestHandle(t *testing.T) {
 			}
 		},
 	}, {
+		name: "reinvoked with a late container mounting the injected host path writable is denied",
+		req: func() (cradmission.Request, []byte) {
+			first := mutate.Pod(decodePod(t, podJSON(t, "basic")), mutate.Namespace{Name: "sandboxes"}, set, opts).Pod.DeepCopy()
+			first.Spec.Containers = append(first.Spec.Containers, corev1.Container{
+				Name: "late", Image: "i", VolumeMounts: []corev1.VolumeMount{{Name: "rebench-v2", MountPath: "/data"}},
+			})
+			raw, err := json.Marshal(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return create("sandboxes", raw)
+		},
+		outcome: OutcomeDenied, allowed: false, code: 403,
+		message: `container "late" mounts hostPath volume "rebench-v2" writable at "/data"`,
+	}, {
 		name:    "UPDATE is not mutated",
 		req:     func() (cradmission.Request, []byte) { return op(admissionv1.Update, "sandboxes", podJSON(t, "basic")) },
 		outcome: OutcomeSkipped, allowed: true, code: 200,

@@ -20,8 +20,9 @@ const (
 	// OutcomeSkipped: not a pod CREATE, or the core skipped the whole pod
 	// (excluded namespace, Windows pod).
 	OutcomeSkipped Outcome = "skipped"
-	// OutcomeDenied: the request was refused (an ephemeral container that
-	// would mount a hostPath volume writable or in part).
+	// OutcomeDenied: the request was refused (an ephemeral container, or
+	// a container of a new pod, that would mount a hostPath volume
+	// writable or in part).
 	OutcomeDenied Outcome = "denied"
 	// OutcomeError: the request was answered with an error.
 	OutcomeError Outcome = "error"

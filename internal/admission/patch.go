@@ -2,12 +2,22 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
+
+// MaxPatchBytes bounds the patch of one admission. A sandbox pod's is 1 to
+// 3 KiB; the pod caps (MaxContainers and the rest) keep any pod's well
+// below it, so only a policy set injecting into a pod near every cap could
+// reach it, and the pod is then refused rather than answered with a patch
+// the API server would hold in full for every webhook call.
+const MaxPatchBytes = 2 << 20
+
+var errPatchTooLarge = errors.New("no pod needs so large a patch")
 
 // patched is cradmission.Patched with the patch already encoded, by
 // encodePatch instead of reflection: the same bytes, at a fraction of the
@@ -16,6 +26,9 @@ func patched(message string, ops []jsonpatch.Operation) (cradmission.Response, e
 	b, err := encodePatch(ops)
 	if err != nil {
 		return cradmission.Response{}, err
+	}
+	if len(b) > MaxPatchBytes {
+		return cradmission.Response{}, fmt.Errorf("the patch is %d bytes, more than %d: %w", len(b), MaxPatchBytes, errPatchTooLarge)
 	}
 	resp := cradmission.Allowed(message)
 	pt := admissionv1.PatchTypeJSONPatch

@@ -47,6 +47,12 @@ func (h *Handler) Review(log logr.Logger) ReviewFunc {
 			h.rejectBody(w, log, "", fmt.Errorf("content type %.64q, expected application/json", ct))
 			return
 		}
+		// What the pod asks for is counted before it is decoded: decoding
+		// is where a pod of many small parts takes its memory.
+		if work := workOf(r.Context(), body); work.Excess() != "" {
+			h.refuseWork(w, log, work)
+			return
+		}
 		tm, req, pod, err := decodeReview(body)
 		if err != nil {
 			h.rejectBody(w, log, req.UID, err)
@@ -133,6 +139,17 @@ func (h *Handler) rejectBody(w http.ResponseWriter, log logr.Logger, uid types.U
 	log.Error(err, "Rejected a request that is not an AdmissionReview")
 	resp := cradmission.Errored(http.StatusBadRequest, fmt.Errorf("sandbox-webhook: %w", err))
 	resp.UID = uid
+	writeReview(w, metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"}, &resp.AdmissionResponse, log)
+}
+
+// refuseWork answers a review whose pod is beyond the caps (see Work) with
+// an errored review, code 422, before anything of it is decoded.
+func (h *Handler) refuseWork(w http.ResponseWriter, log logr.Logger, work Work) {
+	h.metrics.ObserveRequest(OutcomeError, 0)
+	log.Info("Refused a pod beyond the webhook's caps", "uid", work.UID, "bytes", work.Bytes, "containers", work.Containers,
+		"volumes", work.Volumes, "mounts", work.Mounts, "env", work.Env)
+	resp := cradmission.Errored(http.StatusUnprocessableEntity, fmt.Errorf("sandbox-webhook: %s", work.Excess()))
+	resp.UID = types.UID(work.UID)
 	writeReview(w, metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"}, &resp.AdmissionResponse, log)
 }
 

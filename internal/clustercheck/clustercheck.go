@@ -41,11 +41,15 @@ type Selection struct {
 
 // Select evaluates every webhook of the configurations for a pod CREATE in
 // namespace ns, as the apiserver does: rules, namespaceSelector,
-// objectSelector.
+// objectSelector. A webhook whose rules name only subresources (the chart's
+// ephemeral-container check) is left out: it is not meant to see a CREATE.
 func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod *corev1.Pod, ns *corev1.Namespace) []Selection {
 	var out []Selection
 	for _, c := range configs {
 		for _, w := range c.Webhooks {
+			if SubresourcesOnly(&w) {
+				continue
+			}
 			s := Selection{Configuration: c.Name, Webhook: w.Name, FailurePolicy: string(admissionregistrationv1.Fail)}
 			if w.FailurePolicy != nil {
 				s.FailurePolicy = string(*w.FailurePolicy)
@@ -88,6 +92,24 @@ func selects(w *admissionregistrationv1.MutatingWebhook, pod *corev1.Pod, ns *co
 		}
 	}
 	return "", ""
+}
+
+// SubresourcesOnly reports whether every rule of the webhook names only
+// subresources (such as pods/ephemeralcontainers): such a webhook never
+// receives the CREATE of a pod and mutates nothing.
+func SubresourcesOnly(w *admissionregistrationv1.MutatingWebhook) bool {
+	if len(w.Rules) == 0 {
+		return false
+	}
+	for _, r := range w.Rules {
+		for _, res := range r.Resources {
+			// "*/*" is every resource and every subresource.
+			if !strings.Contains(res, "/") || res == "*/*" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // podCreateRule reports whether a rule covers CREATE of namespaced v1 pods.

@@ -13,6 +13,21 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
+// withEphemeral adds the chart's second webhook to configs: UPDATE of
+// pods/ephemeralcontainers, no objectSelector.
+func withEphemeral(configs []admissionregistrationv1.MutatingWebhookConfiguration) []admissionregistrationv1.MutatingWebhookConfiguration {
+	c := &configs[0]
+	c.Webhooks = append(c.Webhooks, admissionregistrationv1.MutatingWebhook{
+		Name: "ephemeralcontainers.sandbox-webhook.io",
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}},
+		}},
+		NamespaceSelector: c.Webhooks[0].NamespaceSelector,
+	})
+	return configs
+}
+
 func config(mutateWebhook func(*admissionregistrationv1.MutatingWebhook)) []admissionregistrationv1.MutatingWebhookConfiguration {
 	w := admissionregistrationv1.MutatingWebhook{
 		Name: "pods.sandbox-webhook.io",
@@ -59,6 +74,11 @@ func TestSelect(t *testing.T) {
 			got := Select(config(c.edit), c.pod, c.ns)
 			if len(got) != 1 || got[0].Reason != c.reason || got[0].Sends != (c.reason == "") || (got[0].Reason != "") != (got[0].Fix != "") {
 				t.Errorf("got %+v, want reason %q", got, c.reason)
+			}
+			// The ephemeral-container webhook is not one that could send
+			// the CREATE: it is left out.
+			if again := Select(withEphemeral(config(c.edit)), c.pod, c.ns); !cmp.Equal(again, got) {
+				t.Errorf("with the ephemeral-container webhook: %+v, want %+v", again, got)
 			}
 		})
 	}
@@ -158,6 +178,15 @@ spec:
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("unreachable (-want +got):\n%s", d)
+	}
+	// The chart's ephemeral-container webhook has no objectSelector, but
+	// it never sends a CREATE: it reaches nothing.
+	got = nil
+	for _, u := range Reachable(set, withEphemeral(config(nil))) {
+		got = append(got, u.Policy+" "+u.Block+": "+u.Reason)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("with the ephemeral-container webhook, unreachable (-want +got):\n%s", d)
 	}
 	// Without an objectSelector, every pod selection is sent.
 	all := config(func(w *admissionregistrationv1.MutatingWebhook) { w.ObjectSelector = nil })

@@ -80,6 +80,9 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			sent := false
 			for _, c := range configs {
 				for _, w := range c.Webhooks {
+					if SubresourcesOnly(&w) {
+						continue
+					}
 					nsLabels := labels.Set{}
 					if w.NamespaceSelector != nil {
 						if sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector); err == nil {

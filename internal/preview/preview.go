@@ -158,7 +158,9 @@ func WriteReport(w *ReportWriter, p *Pod) {
 			}
 		}
 	}
-	if !r.Changed {
+	if r.Denied != "" {
+		w.Line("  denied: %s", r.Denied)
+	} else if !r.Changed {
 		w.Line("  unchanged")
 	}
 	for _, warning := range r.Warnings {

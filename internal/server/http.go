@@ -54,7 +54,7 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 		release, err := s.budget.acquire(wait, n)
 		cancel()
 		if err != nil {
-			s.busy(w, start, n)
+			s.busy(w, start, fmt.Sprintf("a request body of %d bytes", n))
 			return
 		}
 		defer release()
@@ -70,8 +70,38 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 			http.Error(w, "sandbox-webhook: reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		review(w, r, body)
+		// What decoding, mutating and patching the pod will hold, beyond
+		// the body, before any of it is decoded. A pod beyond the caps is
+		// refused by review, unprocessed.
+		work := admission.CountWork(body)
+		if extra := work.PartsCost(); extra > 0 && work.Excess() == "" {
+			if !s.budget.fits(n + extra) {
+				s.tooMuchWork(w, start, work)
+				return
+			}
+			wait, cancel := context.WithTimeout(r.Context(), budgetWait)
+			releaseMore, err := s.budget.acquireMore(wait, n, extra)
+			cancel()
+			if err != nil {
+				s.busy(w, start, fmt.Sprintf("processing a pod of %d containers, %d volumes, %d mounts and %d env entries (about %d bytes beside its body of %d)",
+					work.Containers, work.Volumes, work.Mounts, work.Env, extra, n))
+				return
+			}
+			defer releaseMore()
+		}
+		review(w, r.WithContext(admission.WithWork(r.Context(), work)), body)
 	})
+}
+
+// tooMuchWork answers a request whose processing would take more than the
+// whole budget: no wait would make room for it.
+func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work) {
+	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+	s.log.Info("Rejected an admission request that would take more memory than the request budget", "bytes", work.Bytes,
+		"containers", work.Containers, "volumes", work.Volumes, "mounts", work.Mounts, "env", work.Env,
+		"cost", work.Cost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
+	http.Error(w, fmt.Sprintf("sandbox-webhook: processing this AdmissionReview (%d bytes, %d containers, %d volumes, %d mounts, %d env entries) would take about %d MiB, more than --max-buffered-bytes %d admits",
+		work.Bytes, work.Containers, work.Volumes, work.Mounts, work.Env, work.Cost()>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
 }
 
 // readBody reads the request body whole, at most limit bytes: into a buffer
@@ -91,16 +121,16 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // busy answers a request that found no room in the budget. The API server
 // treats the 503 as a failed call (failurePolicy decides); the connection is
 // closed, as its unread body would be in the way.
-func (s *server) busy(w http.ResponseWriter, start time.Time, n int64) {
+func (s *server) busy(w http.ResponseWriter, start time.Time, what string) {
 	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
 	s.metrics.budgetRefusals.Inc()
 	// At debug level only: under a flood this line would be one per request.
-	s.log.V(1).Info("Refused a request: the server holds as many request bodies as it may", "size", n,
+	s.log.V(1).Info("Refused a request: the server holds as many request bodies as it may", "for", what,
 		"maxBufferedBytes", s.opts.MaxBufferedBytes, "maxInFlight", s.opts.MaxInFlight)
 	w.Header().Set("Connection", "close")
 	w.Header().Set("Retry-After", "1")
-	http.Error(w, fmt.Sprintf("sandbox-webhook is busy: no room for a request body of %d bytes within %s (--max-buffered-bytes %d, --max-in-flight %d)",
-		n, budgetWait, s.opts.MaxBufferedBytes, s.opts.MaxInFlight), http.StatusServiceUnavailable)
+	http.Error(w, fmt.Sprintf("sandbox-webhook is busy: no room for %s within %s (--max-buffered-bytes %d, --max-in-flight %d)",
+		what, budgetWait, s.opts.MaxBufferedBytes, s.opts.MaxInFlight), http.StatusServiceUnavailable)
 }
 
 func (s *server) tooLarge(w http.ResponseWriter, start time.Time, size string) {

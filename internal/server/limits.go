@@ -37,7 +37,9 @@ func bodyReadTime(n int64, readTimeout time.Duration) time.Duration {
 // requestBudget bounds the request bodies the server holds at once: how many
 // (--max-in-flight) and their bytes (--max-buffered-bytes), counted from the
 // announced Content-Length before a byte is read, so that a client announcing
-// large bodies and stalling cannot make the server allocate more.
+// large bodies and stalling cannot make the server allocate more. Once a body
+// is read, what processing it will take beyond its bytes (admission.Work) is
+// taken from the same bytes before it is decoded.
 type requestBudget struct {
 	maxBytes    int64
 	maxRequests int
@@ -55,21 +57,39 @@ func newRequestBudget(maxBytes int64, maxRequests int) *requestBudget {
 // largeShare is the part of the budget bodies above smallBodyBytes may use.
 func largeShare(maxBytes int64) int64 { return maxBytes - maxBytes/4 }
 
+// limitFor is the part of the budget a reservation of n bytes may use.
+func (b *requestBudget) limitFor(n int64) int64 {
+	if n > smallBodyBytes {
+		return largeShare(b.maxBytes)
+	}
+	return b.maxBytes
+}
+
+// fits reports whether a reservation of n bytes can ever be granted.
+func (b *requestBudget) fits(n int64) bool { return n <= b.limitFor(n) }
+
 // acquire waits until one more request of n bytes fits, or ctx ends. The
 // returned release gives the room back; calling it more than once is safe.
 func (b *requestBudget) acquire(ctx context.Context, n int64) (release func(), err error) {
-	limit := b.maxBytes
-	if n > smallBodyBytes {
-		limit = largeShare(b.maxBytes)
-	}
+	return b.reserve(ctx, n, b.limitFor(n), 1)
+}
+
+// acquireMore waits until n more bytes fit for a request that holds held
+// already: what processing its body will take beyond the body. The request
+// counts as large when held and n together are.
+func (b *requestBudget) acquireMore(ctx context.Context, held, n int64) (release func(), err error) {
+	return b.reserve(ctx, n, b.limitFor(held+n), 0)
+}
+
+func (b *requestBudget) reserve(ctx context.Context, n, limit int64, requests int) (release func(), err error) {
 	for {
 		b.mu.Lock()
-		if b.requests < b.maxRequests && b.bytes+n <= limit {
+		if b.requests+requests <= b.maxRequests && b.bytes+n <= limit {
 			b.bytes += n
-			b.requests++
+			b.requests += requests
 			b.mu.Unlock()
 			var once sync.Once
-			return func() { once.Do(func() { b.release(n) }) }, nil
+			return func() { once.Do(func() { b.release(n, requests) }) }, nil
 		}
 		freed := b.freed
 		b.mu.Unlock()
@@ -81,11 +101,11 @@ func (b *requestBudget) acquire(ctx context.Context, n int64) (release func(), e
 	}
 }
 
-func (b *requestBudget) release(n int64) {
+func (b *requestBudget) release(n int64, requests int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bytes -= n
-	b.requests--
+	b.requests -= requests
 	close(b.freed)
 	b.freed = make(chan struct{})
 }

@@ -178,3 +178,61 @@ func (b *requestBudget) held() (int64, int) {
 	defer b.mu.Unlock()
 	return b.bytes, b.requests
 }
+
+// TestPodPartsCountAgainstTheBudget: what processing a pod takes beyond its
+// body (admission.Work) is taken from the request budget before the pod is
+// decoded. A pod whose processing could never fit is answered 413 with what
+// it holds; one that does not fit now waits, then gets a 503; the budget is
+// given back either way, and a plain review is answered meanwhile.
+func TestPodPartsCountAgainstTheBudget(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) {
+		o.MaxRequestBytes = 3 << 20
+		o.MaxBufferedBytes = 4 << 20 // large reservations share 3 MiB
+	})
+	e.start(nil)
+	e.waitReady()
+	tiny := func(containers int) string {
+		var b strings.Builder
+		b.WriteString(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"sandboxes","labels":{"app":"sandbox"}},"spec":{"containers":[`)
+		for i := range containers {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"name":"c%d","image":"i"}`, i)
+		}
+		b.WriteString(`]}}`)
+		return b.String()
+	}
+
+	// 1,000 containers take about 8 MiB to process: never within 3 MiB.
+	res, err := e.admit(e.newClient(true), reviewFor(t, "many", "sandboxes", tiny(1000)))
+	if err != nil || res.status != http.StatusRequestEntityTooLarge ||
+		!strings.Contains(res.body, "1000 containers") || !strings.Contains(res.body, "--max-buffered-bytes") {
+		t.Errorf("1,000 containers within a 4 MiB budget: %v HTTP %d %.300q", err, res.status, res.body)
+	}
+
+	// 300 containers take about 2.4 MiB: they fit, but not beside a stalled
+	// body of 2.5 MiB, which is dropped only after the 2 s a request waits.
+	stalled := rawConn(t, e)
+	fmt.Fprintf(stalled, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", admission.Path, 5<<19)
+	eventually(t, "the stalled body to hold the budget", func() bool {
+		n, _ := e.srv.budget.held()
+		return n == 5<<19
+	})
+	res, err = e.admit(e.newClient(true), reviewFor(t, "some", "sandboxes", tiny(300)))
+	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "processing a pod of 300 containers") {
+		t.Errorf("300 containers beside a stalled body: %v HTTP %d %.300q", err, res.status, res.body)
+	}
+	if m := e.marker(e.client); m != "a" {
+		t.Errorf("MARKER = %q beside the stalled body", m)
+	}
+	stalled.Close()
+	eventually(t, "the budget to be given back", func() bool {
+		n, _ := e.srv.budget.held()
+		return n == 0
+	})
+	res, err = e.admit(e.newClient(true), reviewFor(t, "some-again", "sandboxes", tiny(300)))
+	if err != nil || res.status != http.StatusOK || !strings.Contains(res.body, `"allowed":true`) {
+		t.Errorf("300 containers alone: %v HTTP %d %.200q", err, res.status, res.body)
+	}
+}

@@ -69,6 +69,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- concat (list "kube-system" .Release.Namespace) (.Values.webhook.excludeNamespaces | default list) | uniq | toJson -}}
 {{- end -}}
 
+{{/* Where the apiserver calls the webhook: webhook.url, else the Service. */}}
+{{- define "sandbox-webhook.clientConfig" -}}
+{{- if .Values.webhook.url -}}
+url: {{ .Values.webhook.url | quote }}
+{{- else -}}
+service:
+  name: {{ include "sandbox-webhook.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+  path: /mutate-v1-pod
+  port: 443
+{{- end }}
+{{- with .Values.webhook.caBundle }}
+caBundle: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* webhook.namespaceSelector with the excluded namespaces ANDed in. */}}
 {{- define "sandbox-webhook.namespaceSelector" -}}
 {{- $selector := deepCopy (.Values.webhook.namespaceSelector | default dict) -}}

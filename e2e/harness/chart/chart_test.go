@@ -35,8 +35,8 @@ func TestRenderWebhookConfiguration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(mwc.Webhooks) != 1 {
-			t.Fatalf("%d webhooks, want 1", len(mwc.Webhooks))
+		if len(mwc.Webhooks) != 2 {
+			t.Fatalf("%d webhooks, want 2 (pods, ephemeral containers)", len(mwc.Webhooks))
 		}
 		w := mwc.Webhooks[0]
 		if w.ClientConfig.URL == nil || *w.ClientConfig.URL != base.URL || w.ClientConfig.Service != nil {
@@ -67,11 +67,20 @@ func TestRenderWebhookConfiguration(t *testing.T) {
 		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("failurePolicy %v, want Fail", w.FailurePolicy)
 		}
-		if len(w.Rules) != 2 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) ||
-			!slices.Equal(w.Rules[1].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
-			!slices.Equal(w.Rules[1].Resources, []string{"pods/ephemeralcontainers"}) {
-			t.Errorf("rules %+v, want pods CREATE and pods/ephemeralcontainers UPDATE", w.Rules)
+		if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) {
+			t.Errorf("rules %+v, want pods CREATE", w.Rules)
+		}
+		e := mwc.Webhooks[1]
+		if len(e.Rules) != 1 || !slices.Equal(e.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+			!slices.Equal(e.Rules[0].Resources, []string{"pods/ephemeralcontainers"}) {
+			t.Errorf("second webhook's rules %+v, want pods/ephemeralcontainers UPDATE", e.Rules)
+		}
+		if e.ObjectSelector != nil && (len(e.ObjectSelector.MatchLabels) > 0 || len(e.ObjectSelector.MatchExpressions) > 0) {
+			t.Errorf("second webhook's objectSelector %v, want none", e.ObjectSelector)
+		}
+		if e.ClientConfig.URL == nil || *e.ClientConfig.URL != base.URL || e.NamespaceSelector.MatchLabels["team"] != "rl" {
+			t.Errorf("second webhook %+v, want the same url and namespaceSelector", e)
 		}
 	})
 

@@ -164,6 +164,9 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	i := 0
 	for _, c := range configs {
 		for j := range c.Webhooks {
+			if clustercheck.SubresourcesOnly(&c.Webhooks[j]) {
+				continue // Select leaves it out
+			}
 			s := &rep.Webhooks[i]
 			i++
 			if !s.Sends || len(s.MatchConditions) == 0 {

@@ -19,6 +19,9 @@ import (
 func checkProblems(p *preview.Pod, target kubeTarget) []string {
 	pod, _ := target.storedPod(p.Result.Pod)
 	var problems []string
+	if p.Result.Denied != "" {
+		problems = append(problems, "denied by the webhook: "+p.Result.Denied)
+	}
 	for _, u := range p.Unknown {
 		problems = append(problems, "strict decoding error: "+u)
 	}

@@ -1,0 +1,148 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// TestCountWork counts the parts of the review's object and old object
+// that cost memory to process, keys named twice and spelled with escapes
+// included, as the decoder would read them.
+func TestCountWork(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		want Work
+	}{{
+		name: "every part",
+		body: `{"request":{"uid":"u-1","object":{"spec":{
+			"initContainers":[{"name":"i","env":[{"name":"A"}],"envFrom":[{}]}],
+			"containers":[{"name":"a","volumeMounts":[{"name":"v"},{"name":"w"}],"volumeDevices":[{"name":"d"}]},{"name":"b"}],
+			"ephemeralContainers":[{"name":"e","env":[]}],
+			"volumes":[{"name":"v"},{"name":"w"},{"name":"d"}]}},
+			"oldObject":{"spec":{"containers":[{"name":"a"}]}}}}`,
+		want: Work{Containers: 5, Volumes: 3, Mounts: 3, Env: 2, UID: "u-1"},
+	}, {
+		name: "a key named twice counts twice",
+		body: `{"request":{"object":{"spec":{"containers":[{}],"containers":[{},{}]}}}}`,
+		want: Work{Containers: 3},
+	}, {
+		name: "escaped keys",
+		body: `{"request":{"object":{"spec":{"contain\u0065rs":[{"\u0065nv":[{},{}]}]}}}}`,
+		want: Work{Containers: 1, Env: 2},
+	}, {
+		name: "other places do not count",
+		body: `{"request":{"object":{"metadata":{"containers":[{}]},"spec":{"x":{"containers":[{}]}}}},"containers":[{}]}`,
+	}, {
+		name: "not JSON",
+		body: `{"request":{"object":{"spec":{"containers":[{},{}`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CountWork([]byte(tc.body))
+			tc.want.Bytes = int64(len(tc.body))
+			if got != tc.want {
+				t.Errorf("CountWork = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPodsBeyondTheCapsAreRefused: a review whose pod has more containers,
+// volumes, mounts or env entries than any pod that runs is refused with
+// the count and the cap, code 422 and the review's uid, before it is
+// decoded; a pod at every cap is admitted and mutated.
+func TestPodsBeyondTheCapsAreRefused(t *testing.T) {
+	f := newFixture(t, memoryPolicies(t), mutate.Options{})
+	tiny := func(containers, volumes, mountsPer, envPer int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"sandboxes","labels":{"app":"sandbox"}},"spec":{"containers":[`)
+		for i := range containers {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"name":"c%d","image":"i","env":[%s],"volumeMounts":[%s]}`, i,
+				strings.TrimSuffix(strings.Repeat(`{"name":"E","value":"v"},`, envPer), ","),
+				strings.TrimSuffix(strings.Repeat(`{"name":"v0","mountPath":"/m"},`, mountsPer), ","))
+		}
+		b.WriteString(`],"volumes":[`)
+		for i := range volumes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"name":"v%d","emptyDir":{}}`, i)
+		}
+		b.WriteString(`]}}`)
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		want string // in the refusal; "" means admitted
+	}{
+		{"at every cap", tiny(MaxContainers, MaxVolumes, MaxMounts/MaxContainers, MaxEnv/MaxContainers), ""},
+		{"containers", tiny(MaxContainers+1, 1, 0, 0), fmt.Sprintf("the pod has %d containers (init, app and ephemeral together), more than %d", MaxContainers+1, MaxContainers)},
+		{"volumes", tiny(1, MaxVolumes+1, 0, 0), fmt.Sprintf("%d volumes, more than %d", MaxVolumes+1, MaxVolumes)},
+		{"mounts", tiny(1, 1, MaxMounts+1, 0), fmt.Sprintf("%d volume mounts and devices, more than %d", MaxMounts+1, MaxMounts)},
+		{"env", tiny(2, 1, 0, MaxEnv/2+1), fmt.Sprintf("%d env and envFrom entries, more than %d", MaxEnv+2, MaxEnv)},
+		{"75,000 tiny containers", tiny(75000, 0, 0, 0), "75000 containers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := newRequest(admissionv1.Create, "sandboxes", tc.raw)
+			code, review := f.serveHTTP(t, reviewBody(t, req))
+			if code != http.StatusOK || review.Response == nil {
+				t.Fatalf("HTTP %d, %+v", code, review.Response)
+			}
+			r := review.Response
+			if tc.want == "" {
+				if !r.Allowed || len(r.Patch) == 0 {
+					t.Errorf("a pod at every cap: allowed %v, %d bytes of patch, %+v", r.Allowed, len(r.Patch), r.Result)
+				}
+				return
+			}
+			if r.Allowed || r.Result == nil || r.Result.Code != http.StatusUnprocessableEntity || r.UID != req.UID ||
+				!strings.Contains(r.Result.Message, tc.want) {
+				t.Errorf("answered allowed=%v uid=%q %+v, want refused with code 422, the uid and %q", r.Allowed, r.UID, r.Result, tc.want)
+			}
+		})
+	}
+}
+
+// TestPatchBound: a patch above MaxPatchBytes is refused, not returned.
+func TestPatchBound(t *testing.T) {
+	small, err := patched("m", nil)
+	if err != nil || small.Patch == nil {
+		t.Fatalf("an empty patch: %v", err)
+	}
+	var big []byte
+	big, _ = json.Marshal(strings.Repeat("x", MaxPatchBytes))
+	_, err = patched("m", []jsonpatch.Operation{{Operation: "add", Path: "/x", Value: json.RawMessage(big)}})
+	if err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a patch of %d bytes: %v, want refused", len(big), err)
+	}
+}
+
+// FuzzCountWork: whatever the body, counting ends and never panics.
+func FuzzCountWork(f *testing.F) {
+	for _, s := range []string{
+		`{"request":{"object":{"spec":{"containers":[{"env":[{}]}]}}}}`,
+		`{"request":{"object":{"spec":{"containers":[}`, `{"request":{"object":{"spec":{"volumes":[1,}]}}}}`,
+		`{"request":{"object":{"spec":{"containers":[{"env":[`, `{"request":`, `{"`, `{`, `[`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := CountWork(body)
+		if w.Bytes != int64(len(body)) {
+			t.Errorf("Bytes = %d for %d bytes", w.Bytes, len(body))
+		}
+	})
+}

@@ -1,0 +1,37 @@
+package dryrun
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+)
+
+// TestDryRunCheckPredictsDenial: a pod that already has the policy's
+// hostPath volume (as on reinvocation, after another webhook added a
+// container) and mounts it writable in a container is refused by the
+// webhook; dry-run says so, and --check predicts the rejection.
+func TestDryRunCheckPredictsDenial(t *testing.T) {
+	const pod = `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: sandboxes, labels: {app: sandbox}}
+spec:
+  containers:
+  - {name: c, image: i, volumeMounts: [{name: rebench-v2, mountPath: /opt/rebench-v2, readOnly: true}]}
+  - {name: late, image: i, volumeMounts: [{name: rebench-v2, mountPath: /data}]}
+  volumes:
+  - {name: rebench-v2, hostPath: {path: /mnt/shared/swe-rebench-v2, type: Directory}}
+`
+	const denial = `sandbox-webhook: policy "sandbox-seed": container "late" mounts hostPath volume "rebench-v2" writable at "/data"`
+	memory := golden.Path("examples/policies/memory")
+
+	_, stderr, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-")
+	if code != command.ExitOK || !strings.Contains(stderr, "  denied: "+denial) {
+		t.Errorf("dry-run: exit code %d, want %d and the denial:\n%s", code, command.ExitOK, stderr)
+	}
+	_, stderr, code = runCLI(t, pod, "dry-run", "-p", memory, "-f", "-", "--check")
+	if code != command.ExitRejected || !strings.Contains(stderr, "check: Pod sandboxes/p: would be rejected:\n  - denied by the webhook: "+denial) {
+		t.Errorf("dry-run --check: exit code %d, want %d and the denial:\n%s", code, command.ExitRejected, stderr)
+	}
+}
