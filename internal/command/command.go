@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
 )
 
@@ -95,7 +96,7 @@ func Execute(root *cobra.Command, args []string, streams IOStreams) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(streams.ErrOut, "Error: %v\n", err)
+	fmt.Fprintf(streams.ErrOut, "Error: %s\n", output.EscapeLines(err.Error())) // errors quote their input
 	var ee *ExitCodeError
 	if errors.As(err, &ee) {
 		return ee.Code

@@ -10,8 +10,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -178,36 +176,5 @@ func NewReportWriter(w io.Writer) *ReportWriter { return &ReportWriter{w} }
 
 // Line writes one report line.
 func (r *ReportWriter) Line(format string, args ...any) {
-	fmt.Fprintf(r.w, "%s\n", EscapeControl(fmt.Sprintf(format, args...)))
-}
-
-// EscapeControl replaces control characters and invalid UTF-8 with Go
-// escapes, keeping everything else (text is not quoted).
-func EscapeControl(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsControl(r) && r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += n
-	}
-	return b.String()
+	fmt.Fprintf(r.w, "%s\n", output.EscapeControl(fmt.Sprintf(format, args...)))
 }

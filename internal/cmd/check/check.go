@@ -26,6 +26,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport/maprun"
+	textout "github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -463,6 +464,7 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 	if output == "json" || output == "yaml" {
 		return writeMachineReport(w, rep, output)
 	}
+	w = textout.NewTextWriter(w) // names, reasons and messages come from the cluster and the files
 	fmt.Fprintf(w, "%s:\n", rep.Object)
 	if len(rep.Webhooks) == 0 {
 		fmt.Fprintln(w, "  webhook: no sandbox-webhook MutatingWebhookConfiguration is installed")

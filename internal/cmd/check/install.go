@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	textout "github.com/sandbox-webhook/sandbox-webhook/internal/output"
 )
 
 // expiryWarning is how close to its expiry a certificate is reported.
@@ -260,6 +261,7 @@ func writeInstallReport(w io.Writer, rep *installReport, output string) error {
 	if output == "json" || output == "yaml" {
 		return writeMachineReport(w, rep, output)
 	}
+	w = textout.NewTextWriter(w) // names, reasons and messages come from the cluster and the files
 	for _, f := range rep.Findings {
 		fmt.Fprintf(w, "%s: %s: %s\n", f.Level, f.Subject, f.Message)
 		if f.Fix != "" && f.Level != "ok" {

@@ -538,7 +538,7 @@ func (d *diffOutput) pod(p *preview.Pod) error {
 	if err != nil {
 		return err
 	}
-	name := preview.EscapeControl(p.Name)
+	name := output.EscapeControl(p.Name)
 	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A:        preview.Lines(p.Before),
 		B:        preview.Lines(after),

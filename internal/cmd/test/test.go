@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -88,7 +89,7 @@ A test file:
   apiVersion: sandbox-webhook.io/v1alpha1
   kind: SandboxPolicyTest
   metadata: {name: seed}
-  policies: [../policies/memory]   # files or directories, relative to this file
+  policies: [../policies/memory]   # files or directories, relative to this file or absolute
   namespaces: namespaces.yaml      # optional: Namespace objects (their labels)
   leakMitigation: policy           # optional: on, off or policy
   cases:
@@ -115,7 +116,8 @@ input is invalid; 2 bad arguments.`,
 
 // runTests runs every test file under paths and returns an error when a case
 // fails.
-func runTests(w io.Writer, paths []string) error {
+func runTests(out io.Writer, paths []string) error {
+	w := output.NewTextWriter(out) // names, case names and diffs come from the files
 	var files []string
 	for _, p := range paths {
 		found, err := testFiles(p)
@@ -224,7 +226,12 @@ func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
 		return 0, 0, err
 	}
 	dir := filepath.Dir(path)
-	rel := func(p string) string { return filepath.Join(dir, p) }
+	rel := func(p string) string { // relative to the file; an absolute path as given
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
 	policies := make([]string, len(t.Policies))
 	for i, p := range t.Policies {
 		policies[i] = rel(p)

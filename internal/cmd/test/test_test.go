@@ -2,6 +2,8 @@ package testcmd
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +40,36 @@ func TestTestCommand(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "", "test", "policy"); code != command.ExitError || !strings.Contains(stderr, "policy: no sandbox-webhook-test.yaml file in it") {
 		t.Errorf("a directory without tests: exit code %d:\n%s", code, stderr)
+	}
+}
+
+// TestHostileTestFile: a test file's names reach the terminal escaped (a
+// "\r" must not let a case print PASS over its FAIL line, nor ESC drive the
+// terminal), and its absolute paths are used as given, not joined under its
+// folder.
+func TestHostileTestFile(t *testing.T) {
+	dir := t.TempDir()
+	file := fmt.Sprintf(`apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicyTest
+metadata:
+  name: "evil\u001b[2J"
+policies: [%q]
+cases:
+  - name: "fails\rPASS evil: fails"
+    input: %q
+    unchanged: true
+`, golden.Path("examples/policies/memory"), golden.Path("examples/pods/sandbox.yaml"))
+	if err := os.WriteFile(filepath.Join(dir, "sandbox-webhook-test.yaml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, "", "test", dir)
+	if code != command.ExitError {
+		t.Fatalf("exit code %d, want %d:\n%s%s", code, command.ExitError, stdout, stderr)
+	}
+	if !strings.HasPrefix(stdout, `FAIL evil\x1b[2J: fails\x0dPASS evil: fails`+"\n") {
+		t.Errorf("the FAIL line is not escaped:\n%q", stdout)
+	}
+	if strings.ContainsAny(stdout+stderr, "\x1b\r") {
+		t.Errorf("a control character reached the output:\n%q\n%q", stdout, stderr)
 	}
 }

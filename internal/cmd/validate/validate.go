@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -36,6 +37,7 @@ named directories, as serve does with the same flag.`,
 			// same policy may share a name without being loaded together.
 			// Every path is checked, and every problem reported at once.
 			var problems []error
+			out := output.NewTextWriter(streams.Out) // file names are the user's, not always printable
 			for _, path := range args {
 				set, err := policy.Load(path)
 				if err == nil {
@@ -46,7 +48,7 @@ named directories, as serve does with the same flag.`,
 					continue
 				}
 				for _, p := range set.Policies {
-					fmt.Fprintf(streams.Out, "%s: policy %s (hash %s) is valid\n", p.Source, p.Name(), p.Hash)
+					fmt.Fprintf(out, "%s: policy %s (hash %s) is valid\n", p.Source, p.Name(), p.Hash)
 				}
 			}
 			return errors.Join(problems...)
