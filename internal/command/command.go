@@ -78,7 +78,10 @@ func UsageArgs(c *cobra.Command) {
 				if cmd.HasSubCommands() {
 					return UsageErrorf("unknown command %q for %q; %q lists the commands", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
 				}
-				return UsageErrorf("%q takes no arguments, got %q; every input is a flag (%s --help)", cmd.CommandPath(), args, cmd.CommandPath())
+				if check(cmd, nil) == nil { // it takes none
+					return UsageErrorf("%q takes no arguments, got %q; every input is a flag (%s --help)", cmd.CommandPath(), args, cmd.CommandPath())
+				}
+				return UsageErrorf("%v; usage: %s", err, cmd.UseLine())
 			}
 			return nil
 		}

@@ -35,6 +35,8 @@ func TestUsageExitCodes(t *testing.T) {
 		{name: "certs generate extra argument", args: []string{"certs", "generate", "--out-dir", out, "--host", "x", "extra"}, code: command.ExitUsage, message: `"sandbox-webhook certs generate" takes no arguments`, server: true},
 		{name: "version extra argument", args: []string{"version", "extra"}, code: command.ExitUsage, message: `"kubectl-sandbox_webhook version" takes no arguments`},
 		{name: "server version extra argument", args: []string{"version", "extra"}, code: command.ExitUsage, message: `"sandbox-webhook version" takes no arguments`, server: true},
+		{name: "check pod without NAME", args: []string{"check", "pod"}, code: command.ExitUsage,
+			message: "accepts 1 arg(s), received 0; usage: kubectl-sandbox_webhook check pod NAME [flags]", absent: "takes no arguments"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: command.ExitUsage, message: `unknown command "frobnicate" for "kubectl-sandbox_webhook"`},
 		{name: "server unknown command", args: []string{"frobnicate"}, code: command.ExitUsage, message: `unknown command "frobnicate" for "sandbox-webhook"`, server: true},
 		{name: "serve is the server's", args: []string{"serve"}, code: command.ExitUsage, message: `unknown command "serve" for "kubectl-sandbox_webhook"`},
