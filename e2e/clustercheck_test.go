@@ -323,7 +323,7 @@ func TestClusterCheckInstall(t *testing.T) {
 		contains(t, out,
 			"ok: "+webhook+": the caBundle verifies the certificate served at "+in.webhook.Address()+"\n",
 			"ok: "+webhook+": the serving certificate expires at ",
-			"ok: policies: every policy's pod selection reaches the webhook (1 policies, ",
+			"ok: policies: every policy's pod selection reaches the webhook (1 policy, ",
 			"ok: served policies: the server serves policy set ",
 			"verdict: no errors\n")
 	})
@@ -338,6 +338,20 @@ func TestClusterCheckInstall(t *testing.T) {
 		if strings.Contains(out, "match.any[0]") {
 			t.Errorf("match.any[0] (app=sandbox) is reachable, but reported:\n%s", out)
 		}
+	})
+
+	t.Run("status URL", func(t *testing.T) {
+		memory := filepath.Join(suite.root, "examples/policies/memory")
+		r, err := harness.RunCommand(t.Context(), suite.cli, "check", "install", "--kubeconfig", kubeconfig, "--configuration", in.mwc.Name,
+			"--status-url", fmt.Sprintf("127.0.0.1:%d/status", in.webhook.HealthPort), "--policy", memory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "--status-url must be an http:// or https:// URL"; r.ExitCode != 2 || !strings.Contains(string(r.Stderr), want) {
+			t.Errorf("schemeless --status-url: exit code %d, want 2 and %q:\n%s", r.ExitCode, want, r.Stderr)
+		}
+		out := install(t, 4, "--policy", memory, "--status-url", fmt.Sprintf("http://127.0.0.1:%d/no-such-page", in.webhook.HealthPort))
+		contains(t, out, fmt.Sprintf("error: served policies: reading http://127.0.0.1:%d/no-such-page: HTTP 404 Not Found\n", in.webhook.HealthPort))
 	})
 
 	t.Run("broken caBundle", func(t *testing.T) {

@@ -5,6 +5,7 @@ package app
 
 import (
 	"github.com/spf13/cobra"
+	"os"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/check"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/dryrun"
@@ -29,7 +30,7 @@ cluster and exports them to MutatingAdmissionPolicies.
 Try a policy offline before installing it:
   kubectl-sandbox_webhook dry-run --policy examples/policies/memory -f examples/pods/sandbox.yaml`,
 	}
-	setPluginName(root)
+	setPluginName(root, os.Args[0])
 	root.AddCommand(
 		dryrun.NewCommand(streams),
 		validate.NewCommand(streams),

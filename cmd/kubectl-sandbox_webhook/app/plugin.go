@@ -1,7 +1,6 @@
 package app
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -24,13 +23,23 @@ func pluginDisplayName(argv0 string) string {
 	return ""
 }
 
-// setPluginName makes usage and help say "kubectl sandbox-webhook" when the
-// binary runs as a kubectl plugin.
-func setPluginName(root *cobra.Command) {
-	if name := pluginDisplayName(os.Args[0]); name != "" {
-		if root.Annotations == nil {
-			root.Annotations = map[string]string{}
-		}
-		root.Annotations[cobra.CommandDisplayNameAnnotation] = name
+// setPluginName makes usage, help and examples say "kubectl sandbox-webhook"
+// when the binary runs as a kubectl plugin (argv0 is os.Args[0]).
+func setPluginName(root *cobra.Command, argv0 string) {
+	name := pluginDisplayName(argv0)
+	if name == "" {
+		return
 	}
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[cobra.CommandDisplayNameAnnotation] = name
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Example = strings.ReplaceAll(c.Example, PluginBinary+" ", name+" ")
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

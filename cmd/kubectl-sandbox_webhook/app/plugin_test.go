@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
@@ -26,12 +24,15 @@ func TestPluginName(t *testing.T) {
 
 	var out bytes.Buffer
 	root := NewCommand(command.IOStreams{Out: &out, ErrOut: &out})
-	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl sandbox-webhook"}
+	setPluginName(root, "/usr/local/bin/kubectl-sandbox_webhook")
 	root.SetArgs([]string{"check", "--help"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "Usage:\n  kubectl sandbox-webhook check (pod NAME") {
 		t.Errorf("the plugin's usage does not name it kubectl sandbox-webhook:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "Examples:\n  kubectl sandbox-webhook check pod ") || strings.Contains(out.String(), PluginBinary) {
+		t.Errorf("the plugin's examples do not name it kubectl sandbox-webhook:\n%s", out.String())
 	}
 }

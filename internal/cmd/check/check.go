@@ -68,7 +68,8 @@ namespace from the cluster in the current kubeconfig context, and say:
   while the webhook was down under failurePolicy Ignore).
 
 check only reads: get on pods, namespaces, deployments and configmaps, list
-on mutatingwebhookconfigurations.
+on mutatingwebhookconfigurations; check install also get on services and
+list on endpointslices.
 
 Exit codes: 0 the pod is (or would be) mutated as the current policies say;
 4 it is not, or it has drifted; 1 an error; 2 bad arguments.`,

@@ -67,6 +67,9 @@ func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *
 Exit codes: 0 no error; 4 an error found; 1 the check could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if u, err := url.Parse(statusURL); statusURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+				return command.UsageErrorf("--status-url must be an http:// or https:// URL, such as http://127.0.0.1:8081/status, not %q", statusURL)
+			}
 			return o.runInstall(cmd.Context(), streams, statusURL)
 		},
 	}
@@ -105,7 +108,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			rep.add("error", "policy "+u.Policy+" "+u.Block, u.Reason, u.Fix)
 		}
 		if len(un) == 0 && len(configs) > 0 {
-			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%d policies, %s)", len(set.Policies), source), "")
+			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", countPolicies(len(set.Policies)), source), "")
 		}
 		if statusURL != "" {
 			served, err := servedHash(ctx, statusURL)
@@ -243,6 +246,9 @@ func servedHash(ctx context.Context, statusURL string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %s", resp.Status)
+	}
 	var st struct {
 		Policies struct {
 			Hash string `json:"hash"`
@@ -274,4 +280,12 @@ func writeInstallReport(w io.Writer, rep *installReport, output string) error {
 		fmt.Fprintln(w, "verdict: errors found")
 	}
 	return nil
+}
+
+// countPolicies says "1 policy" or "n policies".
+func countPolicies(n int) string {
+	if n == 1 {
+		return "1 policy"
+	}
+	return fmt.Sprintf("%d policies", n)
 }
