@@ -232,7 +232,7 @@ func unknownField(path string) *field.Error {
 	}
 	detail := "unknown field"
 	names := fieldsAt(parent)
-	if near := nearest(key, names); near != "" {
+	if near := Nearest(key, names); near != "" {
 		detail += fmt.Sprintf("; did you mean %q?", near)
 	} else if len(names) > 0 {
 		detail += "; supported fields: " + quoted(names)
@@ -240,10 +240,11 @@ func unknownField(path string) *field.Error {
 	return &field.Error{Type: field.ErrorTypeForbidden, Field: path, Detail: detail}
 }
 
-// nearest is the name closest to key, ignoring case, when it is close
+// Nearest is the name closest to key, ignoring case, when it is close
 // enough to be a misspelling (mountpath, enforcment, cachez): at most two
-// edits, and fewer than a third of key's length. "" when none is.
-func nearest(key string, names []string) string {
+// edits, and fewer than a third of key's length. "" when none is. Policy
+// fields and the command line's names share it for their "did you mean".
+func Nearest(key string, names []string) string {
 	best, bestDist := "", 0
 	for _, n := range names {
 		d := editDistance(strings.ToLower(key), strings.ToLower(n))

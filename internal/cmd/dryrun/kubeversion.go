@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // The first Kubernetes minors whose apiserver keeps, by default, pod-level
@@ -37,6 +38,12 @@ type kubeTarget struct {
 	podLevel     mutate.PodLevelResources
 	imageVolumes mutate.ImageVolumes
 }
+
+// The gates that change what the apiserver stores of a mutated pod.
+const (
+	podLevelGate    = "PodLevelResources"
+	imageVolumeGate = "ImageVolume"
+)
 
 // parseKubeTarget reads --kube-version (1.NN or v1.NN.P) and --feature-gates
 // (PodLevelResources=true|false, ImageVolume=true|false, comma-separated
@@ -71,19 +78,24 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 			return t, command.UsageErrorf("--feature-gates %q: want NAME=true|false", g)
 		}
 		switch name {
-		case "PodLevelResources":
+		case podLevelGate:
 			t.podLevel = mutate.PodLevelDropped
 			if on {
 				t.podLevel = mutate.PodLevelKept
 			}
-		case "ImageVolume":
+		case imageVolumeGate:
 			t.imageVolumes = mutate.ImageVolumesDropped
 			if on {
 				t.imageVolumes = mutate.ImageVolumesKept
 			}
+		default:
+			// Other gates are accepted as kube-apiserver takes them; they
+			// change nothing these pods store. A misspelling of one that
+			// does would silently predict the wrong apiserver.
+			if near := policy.Nearest(name, []string{podLevelGate, imageVolumeGate}); near != "" {
+				return t, command.UsageErrorf("--feature-gates %q: unknown gate %q; did you mean %q?", g, name, near)
+			}
 		}
-		// Other gates are accepted as kube-apiserver takes them; they
-		// change nothing these pods store.
 	}
 	return t, nil
 }

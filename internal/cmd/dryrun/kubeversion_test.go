@@ -32,6 +32,8 @@ func TestParseKubeTarget(t *testing.T) {
 		{"v1.36.3", "ImageVolume=false,PodLevelResources=false", mutate.PodLevelDropped, mutate.ImageVolumesDropped},
 		{"1.37", "", mutate.PodLevelKept, mutate.ImageVolumesKept},
 		{"v1.37.2", "PodLevelResources=false", mutate.PodLevelDropped, mutate.ImageVolumesKept},
+		{"v1.37.2", "PodLevelResources=false,PodLevelResourcesFixDefaulting=false,PodLevelResourcesFixKubeletQOSClass=false", mutate.PodLevelDropped, mutate.ImageVolumesKept},
+		{"1.36", "ImageVolumeWithDigest=true,Foo=false", mutate.PodLevelKept, mutate.ImageVolumesKept},
 	} {
 		got, err := parseKubeTarget(c.version, c.gates)
 		if err != nil || got.podLevel != c.want || got.imageVolumes != c.wantImage {
@@ -41,6 +43,16 @@ func TestParseKubeTarget(t *testing.T) {
 	for _, bad := range [][2]string{{"2.1", ""}, {"latest", ""}, {"1.32", ""}, {"v1.32.9", ""}, {"1.38", ""}, {"v1.38.0", ""}, {"1.33", "PodLevelResources"}, {"1.33", "PodLevelResources=maybe"}, {"1.33", "ImageVolume=perhaps"}} {
 		if _, err := parseKubeTarget(bad[0], bad[1]); err == nil {
 			t.Errorf("parseKubeTarget(%q, %q): no error", bad[0], bad[1])
+		}
+	}
+	// A misspelled gate that changes what is stored is refused, naming it.
+	for gates, want := range map[string]string{
+		"PodLevelResource=false":  `--feature-gates "PodLevelResource=false": unknown gate "PodLevelResource"; did you mean "PodLevelResources"?`,
+		"podlevelresources=false": `--feature-gates "podlevelresources=false": unknown gate "podlevelresources"; did you mean "PodLevelResources"?`,
+		"ImageVolumes=false":      `--feature-gates "ImageVolumes=false": unknown gate "ImageVolumes"; did you mean "ImageVolume"?`,
+	} {
+		if _, err := parseKubeTarget("1.36", gates); err == nil || err.Error() != want {
+			t.Errorf("parseKubeTarget(1.36, %q): %v, want %s", gates, err, want)
 		}
 	}
 }
