@@ -211,6 +211,51 @@ func TestClusterCheck(t *testing.T) {
 		r := check(t, "deployment", "warm-pool", "--policy", in.policies.Dir)
 		expect(t, r, 0, "Deployment "+ns+"/warm-pool:\n", "sends the pod", "verdict: will be mutated as the policies above say\n")
 	})
+
+	// The server's leak-mitigation mode flips (its mounted config file);
+	// check reads the mode from --status-url instead of assuming the
+	// policies' own: a pod created in disk mode has not drifted, one created
+	// before the flip has.
+	t.Run("mode from the server", func(t *testing.T) {
+		status := fmt.Sprintf("http://127.0.0.1:%d/status", in.webhook.HealthPort)
+		if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("on\n")}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("policy\n")}); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
+			return uvMedium(t, ns, corev1.StorageMediumDefault)
+		})
+		createPod(t, sandboxPod(ns, "disk"))
+		expect(t, check(t, "pod", "disk", "--policy", in.policies.Dir, "--status-url", status), 0,
+			"policies: --policy "+in.policies.Dir+" (leak mitigation on)\n",
+			"sandbox-seed: matched (enforce, disk mode",
+			"verdict: mutated as the current policies say\n")
+		expect(t, check(t, "pod", "mutated", "--policy", in.policies.Dir, "--status-url", status), 4,
+			"drift: policy sandbox-seed: mutated in memory mode, but now runs in disk mode")
+		// Without it, check cannot know the mode and reports drift that is not there.
+		expect(t, check(t, "pod", "disk", "--policy", in.policies.Dir), 4,
+			"drift: policy sandbox-seed: mutated in disk mode, but now runs in memory mode")
+
+		other := t.TempDir()
+		if err := os.WriteFile(filepath.Join(other, "seed.yaml"), []byte(strings.Replace(string(mustRead(t, filepath.Join(in.policies.Dir, "sandbox-seed.yaml"))), "sizeLimit: 1Gi", "sizeLimit: 3Gi", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, check(t, "pod", "disk", "--policy", other, "--status-url", status), 4,
+			"Warning: the server serves policy set ")
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // readOnlyKubeconfig grants a user the rules docs/install.md documents for

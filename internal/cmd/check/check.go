@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -43,6 +44,7 @@ type clusterCheckOptions struct {
 	leakMitigation                 mutate.LeakMitigation // "": the release's
 	filename                       string
 	output                         string
+	statusURL                      string // the server's /status
 }
 
 // NewCommand returns the check command.
@@ -93,6 +95,7 @@ Exit codes: 0 the pod is (or would be) mutated as the current policies say;
 	f.StringVar(&o.releaseNamespace, "release-namespace", "", "the release's namespace (default: that of the configuration's service)")
 	flags.LeakMitigation(f, &o.leakMitigation, "; default: the release's config ConfigMap, else policy")
 	f.StringVarP(&o.output, "output", "o", "text", "text, yaml or json")
+	f.StringVar(&o.statusURL, "status-url", "", "the server's /status URL (health port): the leak-mitigation mode and policy set it serves")
 	cmd.Flags().StringVarP(&o.filename, "filename", "f", "", "a file holding the pod or workload to check")
 	cmd.AddCommand(newCheckInstallCommand(o, streams))
 	for _, kind := range []string{"pod", "deployment"} {
@@ -198,7 +201,19 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 		return err
 	}
 	rep.PolicySource = source
-	lm, err := o.leakMode(ctx, cs, configs, releaseNS)
+	var served *serverStatus
+	var notes []string // warnings of check's own
+	if o.statusURL != "" {
+		st, err := readStatus(ctx, o.statusURL)
+		if err != nil {
+			return fmt.Errorf("reading the server's status %s: %w", o.statusURL, err)
+		}
+		served = &st
+		if st.Policies.Hash != set.Hash {
+			notes = append(notes, fmt.Sprintf("the server serves policy set %s, but %s holds %s: this report is for %s", st.Policies.Hash, source, set.Hash, source))
+		}
+	}
+	lm, err := o.leakMode(ctx, cs, configs, releaseNS, served)
 	if err != nil {
 		return err
 	}
@@ -208,6 +223,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 		opts.ExcludeNamespaces = []string{releaseNS}
 	}
 	res := mutate.Pod(pod, mutate.Namespace{Name: ns.Name, Labels: ns.Labels}, set, opts)
+	res.Warnings = append(notes, res.Warnings...)
 	rep.result = &res
 	rep.PodSkipped = res.PodSkipped
 	rep.Warnings = res.Warnings
@@ -280,6 +296,9 @@ func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kuber
 	case "text", "yaml", "json":
 	default:
 		return nil, nil, "", command.UsageErrorf("--output must be text, yaml or json, not %q", o.output)
+	}
+	if u, err := url.Parse(o.statusURL); o.statusURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return nil, nil, "", command.UsageErrorf("--status-url must be an http:// or https:// URL, such as http://127.0.0.1:8081/status, not %q", o.statusURL)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -420,11 +439,18 @@ func (o *clusterCheckOptions) loadPolicies(ctx context.Context, cs kubernetes.In
 	return set, source, err
 }
 
-// leakMode is --leak-mitigation, else the release's config ConfigMap, else
-// policy.
-func (o *clusterCheckOptions) leakMode(ctx context.Context, cs kubernetes.Interface, configs []admissionregistrationv1.MutatingWebhookConfiguration, releaseNS string) (mutate.LeakMitigation, error) {
+// leakMode is --leak-mitigation, else the mode the server serves
+// (--status-url), else the release's config ConfigMap, else policy.
+func (o *clusterCheckOptions) leakMode(ctx context.Context, cs kubernetes.Interface, configs []admissionregistrationv1.MutatingWebhookConfiguration, releaseNS string, served *serverStatus) (mutate.LeakMitigation, error) {
 	if o.leakMitigation != "" {
 		return o.leakMitigation, nil
+	}
+	if served != nil {
+		lm, ok := mutate.ParseLeakMitigation(served.LeakMitigation.Mode)
+		if !ok {
+			return "", fmt.Errorf("%s: leak-mitigation mode %q is not on, off or policy", o.statusURL, served.LeakMitigation.Mode)
+		}
+		return lm, nil
 	}
 	if len(configs) != 1 || releaseNS == "" {
 		return mutate.LeakMitigationPolicy, nil

@@ -46,7 +46,6 @@ func (r *installReport) add(level, subject, msg, fix string) {
 }
 
 func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *cobra.Command {
-	var statusURL string
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Check the installed webhook: caBundle, certificate, endpoints, served policies, selectors",
@@ -67,17 +66,13 @@ func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *
 Exit codes: 0 no error; 4 an error found; 1 the check could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if u, err := url.Parse(statusURL); statusURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-				return command.UsageErrorf("--status-url must be an http:// or https:// URL, such as http://127.0.0.1:8081/status, not %q", statusURL)
-			}
-			return o.runInstall(cmd.Context(), streams, statusURL)
+			return o.runInstall(cmd.Context(), streams)
 		},
 	}
-	cmd.Flags().StringVar(&statusURL, "status-url", "", "the server's /status URL (health port), to compare the policy hash it serves")
 	return cmd
 }
 
-func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IOStreams, statusURL string) error {
+func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IOStreams) error {
 	ctx, cs, _, err := o.start(ctx)
 	if err != nil {
 		return err
@@ -110,11 +105,12 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		if len(un) == 0 && len(configs) > 0 {
 			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", countPolicies(len(set.Policies)), source), "")
 		}
-		if statusURL != "" {
-			served, err := servedHash(ctx, statusURL)
+		if o.statusURL != "" {
+			st, err := readStatus(ctx, o.statusURL)
+			served := st.Policies.Hash
 			switch {
 			case err != nil:
-				rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", statusURL, err), "")
+				rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", o.statusURL, err), "")
 			case served != set.Hash:
 				rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
 					"the server has not reloaded: look at its /status for the rejected reload, or restart it")
@@ -235,32 +231,38 @@ func failurePolicyOf(w admissionregistrationv1.MutatingWebhook) string {
 	return string(*w.FailurePolicy)
 }
 
-// servedHash reads the policy set hash from the server's /status.
-func servedHash(ctx context.Context, statusURL string) (string, error) {
+// serverStatus is the part of the server's /status that check reads.
+type serverStatus struct {
+	Policies struct {
+		Hash string `json:"hash"`
+	} `json:"policies"`
+	LeakMitigation struct {
+		Mode string `json:"mode"`
+	} `json:"leakMitigation"`
+}
+
+// readStatus reads the server's /status at statusURL (its health port).
+func readStatus(ctx context.Context, statusURL string) (serverStatus, error) {
+	var st serverStatus
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
 	if err != nil {
-		return "", err
+		return st, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return st, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("HTTP %s", resp.Status)
-	}
-	var st struct {
-		Policies struct {
-			Hash string `json:"hash"`
-		} `json:"policies"`
+		return st, fmt.Errorf("HTTP %s", resp.Status)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return "", err
+		return st, err
 	}
 	if st.Policies.Hash == "" {
-		return "", errors.New("no policy set hash in it")
+		return st, errors.New("no policy set hash in it")
 	}
-	return st.Policies.Hash, nil
+	return st, nil
 }
 
 func writeInstallReport(w io.Writer, rep *installReport, output string) error {
