@@ -101,7 +101,7 @@ e2e: tools ## Run only the end-to-end suite and the demo's test (race detector o
 	cd e2e && $(GO_TEST) -race -count=1 ./...
 
 .PHONY: demo
-demo: build-server ## Start a local apiserver with the webhook and show what it injects; Ctrl-C stops it.
+demo: build ## Start a local apiserver with the webhook, show what it injects and the command lines to explore it; Ctrl-C stops it.
 	@MATRIX=newest bash hack/tools.sh # the demo runs on the newest minor only
 	@command -v kubectl >/dev/null || bash hack/tools.sh kubectl
 	@echo "[demo] compiling the demo program"

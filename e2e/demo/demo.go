@@ -28,8 +28,11 @@ import (
 )
 
 type options struct {
-	once                 bool
-	dir, webhook, assets string
+	once                      bool
+	dir, webhook, cli, assets string
+	// explore, when set, runs once the summary is printed, before --once
+	// stops everything: the test runs the printed commands through it.
+	explore func(summary string) error
 }
 
 const (
@@ -58,6 +61,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if o.webhook == "" {
 		o.webhook = filepath.Join(root, "bin", "sandbox-webhook")
+	}
+	if o.cli == "" {
+		o.cli = filepath.Join(root, "bin", "kubectl-sandbox_webhook")
 	}
 	if o.assets == "" {
 		o.assets = filepath.Join(root, "bin")
@@ -239,17 +245,38 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		hint = "  (no kubectl here: bash hack/tools.sh kubectl builds bin/kubectl)\n"
 	}
 	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, rel(kubeconfig))
-	fmt.Fprintf(out, `
-The cluster is yours to explore (pods are stored, not run: there is no kubelet):
+	cli := rel(o.cli)
+	if _, err := os.Stat(o.cli); err != nil {
+		hint += fmt.Sprintf("  (no %s here: make build-cli builds it)\n", cli)
+	}
+	firstNS, firstName, _ := strings.Cut(firstSandbox, " ")
+	status := fmt.Sprintf("http://127.0.0.1:%d/status", wh.HealthPort)
+	checkFlags := fmt.Sprintf("--kubeconfig %s --policy %s --status-url %s", rel(kubeconfig), rel(policyDir), status)
+	var summary strings.Builder
+	fmt.Fprintf(&summary, `
+While it runs, the cluster is yours to explore (pods are stored, not run: there is no kubelet):
 %s  %s get pods -A -L app
-  %s get pod -n %s -o yaml
+  %s get pod -n %s %s -o yaml
   %s create -n %s -f examples/pods/sandbox.yaml -o yaml
+The command line (kubectl sandbox-webhook, once %s is on your PATH) against it:
+  %s check pod %s -n %s %s
+  %s check install %s
+  %s dry-run --policy %s -f examples/pods/sandbox.yaml -o diff
 Policies:        %s/ (edit them: reloaded without a restart)
 Leak-mitigation: echo on > %s   (disk-backed caches for pods created afterwards)
+Server status:   curl %s (the policy set and mode it serves)
 Logs:            %s (one line per decision), %s
-`, hint, k, k, firstSandbox, k, sandboxNS, rel(policyDir), rel(leakFile), rel(webhookLog.Name()), rel(cpLog.Name()))
+`, hint, k, k, firstNS, firstName, k, sandboxNS, filepath.Base(o.cli), cli, firstName, firstNS, checkFlags, cli, checkFlags, cli, rel(policyDir),
+		rel(policyDir), rel(leakFile), status, rel(webhookLog.Name()), rel(cpLog.Name()))
+	fmt.Fprint(out, summary.String())
 
+	if o.explore != nil {
+		if err := o.explore(summary.String()); err != nil {
+			return err
+		}
+	}
 	if o.once {
+		fmt.Fprintln(out, "\n--once: stopping everything (make demo keeps it running until Ctrl-C).")
 		return nil
 	}
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop everything.")

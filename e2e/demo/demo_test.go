@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,9 +29,34 @@ func TestDemoOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cli, err := harness.BuildCLI(t.Context(), root, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(tmp, "demo")
 	var out bytes.Buffer
-	err = run(t.Context(), options{once: true, dir: dir, webhook: binary, assets: filepath.Join(root, "bin")}, &out)
+	// The command line the summary teaches must work against the demo as
+	// printed (from the repository's root, as make demo runs).
+	ran := 0
+	explore := func(summary string) error {
+		for line := range strings.SplitSeq(summary, "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, cli+" ") {
+				continue
+			}
+			ran++
+			cmd := exec.CommandContext(t.Context(), "sh", "-c", line)
+			cmd.Dir = root
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: %v\n%s", line, err, b)
+			} else {
+				t.Logf("%s:\n%s", line, b)
+			}
+		}
+		return nil
+	}
+	err = run(t.Context(), options{once: true, dir: dir, webhook: binary, cli: cli, assets: filepath.Join(root, "bin"), explore: explore}, &out)
 	t.Logf("demo output:\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -48,10 +74,15 @@ func TestDemoOnce(t *testing.T) {
 		"untouched  not a sandbox pod",              // the ordinary pod
 		"--kubeconfig " + filepath.Join(dir, "kubeconfig") + " get pods",
 		"Stopped; nothing is left running.",
+		" check install --kubeconfig " + filepath.Join(dir, "kubeconfig") + " --policy ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the summary lacks %q", want)
 		}
+	}
+
+	if ran != 3 {
+		t.Errorf("ran %d command lines of the summary, want check pod, check install and dry-run", ran)
 	}
 
 	files, err := filepath.Glob(filepath.Join(dir, "pods", "*.yaml"))
