@@ -399,6 +399,20 @@ func TestClusterCheckInstall(t *testing.T) {
 		contains(t, out, fmt.Sprintf("error: served policies: reading http://127.0.0.1:%d/no-such-page: HTTP 404 Not Found\n", in.webhook.HealthPort))
 	})
 
+	// Without --policy or --release-namespace, a url webhook names no release:
+	// check install, as check pod, says so as a usage error.
+	t.Run("which release", func(t *testing.T) {
+		for _, args := range [][]string{{"install"}, {"-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml")}} {
+			r, err := harness.RunCommand(t.Context(), suite.cli, append(append([]string{"check"}, args...), "--kubeconfig", kubeconfig, "--configuration", in.mwc.Name)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "cannot tell which release's policies to read"; r.ExitCode != 2 || !strings.Contains(string(r.Stderr), want) {
+				t.Errorf("check %s: exit code %d, want 2 and %q:\n%s%s", args[0], r.ExitCode, want, r.Stdout, r.Stderr)
+			}
+		}
+	})
+
 	t.Run("broken caBundle", func(t *testing.T) {
 		other, err := harness.NewCerts(t.Context(), suite.binary, filepath.Join(t.TempDir(), "other"), "127.0.0.1")
 		if err != nil {

@@ -472,7 +472,12 @@ func summarize(out io.Writer, d demoPod, stored *corev1.Pod, warnings []string, 
 		row("converted", s)
 	}
 	if r := stored.Spec.Resources; r != nil {
-		row("pod memory", fmt.Sprintf("limit %s, request %s", r.Limits.Memory(), r.Requests.Memory()))
+		req := r.Requests.Memory().String()
+		if r.Requests.Memory().IsZero() {
+			// Set, not missing: without it the request would default to the limit.
+			req = "0 (set: a missing one would default to the limit)"
+		}
+		row("pod memory", fmt.Sprintf("limit %s, request %s", r.Limits.Memory(), req))
 	}
 	for i, w := range warnings {
 		row(map[bool]string{true: "warnings"}[i == 0], w)

@@ -67,7 +67,7 @@ func TestDemoOnce(t *testing.T) {
 		"+ /root/.cache/uv (uv-cache)",
 		"+ /opt/rebench-v2 (rebench-v2, read-only)",
 		"+ UV_LINK_MODE=copy",
-		"pod memory  limit 8Gi, request 0",
+		"pod memory  limit 8Gi, request 0 (set: a missing one would default to the limit)",
 		"pod memory  limit 12Gi",                    // raised to the task's 12Gi limit
 		"image registry.example.com/swe-rebench-v2", // the baseline namespace's asset
 		"sets its own UV_LINK_MODE",                 // the warning kubectl would show

@@ -95,6 +95,10 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		releaseNS = serviceNamespace(configs[0])
 	}
 	if set, source, err := o.loadPolicies(ctx, cs, configs, releaseNS); err != nil {
+		var usage *command.ExitCodeError
+		if errors.As(err, &usage) {
+			return err // which release to read is the caller's to say, as in check pod
+		}
 		rep.add("error", "policies", err.Error(), "")
 	} else {
 		rep.PolicySource = source
