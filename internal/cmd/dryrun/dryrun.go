@@ -166,6 +166,16 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 		summary:     newFleetSummary(set),
 		progress:    newProgress(streams.ErrOut, o.output == "summary"),
 	}
+	if sameFile(streams.Out, streams.ErrOut) {
+		// A terminal, or 2>&1: each pod's report comes with its output,
+		// as the README shows it, not all reports after all objects.
+		p.flushEach = func() error {
+			if err := errOut.Flush(); err != nil {
+				return err
+			}
+			return out.Flush()
+		}
+	}
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)
 	if err == nil {
@@ -269,4 +279,17 @@ func parseLabels(kvs []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// sameFile reports whether a and b are one open file (a terminal, or
+// stdout and stderr redirected together).
+func sameFile(a, b io.Writer) bool {
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 {
+		return false
+	}
+	sa, err1 := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }

@@ -45,6 +45,9 @@ type pipeline struct {
 	mapPods []*preview.Pod
 	// listKind is the kind named in the head of the open List.
 	listKind string
+	// flushEach, when set, writes out each object's report and output
+	// before the next object's: stdout and stderr are the same file.
+	flushEach func() error
 }
 
 // streamingGCPercent is the GOGC dry-run runs with unless GOGC is set.
@@ -72,7 +75,17 @@ func (p *pipeline) Object(pos input.Position, doc map[string]any) error {
 	if err := p.process(pos, doc, 0); err != nil {
 		return err
 	}
-	return p.out.object(doc)
+	if err := p.out.object(doc); err != nil {
+		return err
+	}
+	return p.flush()
+}
+
+func (p *pipeline) flush() error {
+	if p.flushEach == nil {
+		return nil
+	}
+	return p.flushEach()
 }
 
 func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
@@ -89,7 +102,10 @@ func (p *pipeline) ListItem(pos input.Position, item any) error {
 		p.objects++
 		p.note("%s: not an object: passed through unchanged", pos)
 	}
-	return p.out.listItem(item)
+	if err := p.out.listItem(item); err != nil {
+		return err
+	}
+	return p.flush()
 }
 
 func (p *pipeline) ListEnd(pos input.Position, tail map[string]any) error {
