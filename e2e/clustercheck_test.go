@@ -212,6 +212,20 @@ func TestClusterCheck(t *testing.T) {
 		expect(t, r, 0, "Deployment "+ns+"/warm-pool:\n", "sends the pod", "verdict: will be mutated as the policies above say\n")
 	})
 
+	// The chart leaves its own namespace out by name: nothing to fix there.
+	t.Run("release namespace", func(t *testing.T) {
+		args := []string{"check", "-f", filepath.Join(suite.root, "examples/pods/sandbox.yaml"), "--policy", in.policies.Dir,
+			"--kubeconfig", kubeconfig, "-n", in.ownNamespace, "--configuration", in.mwc.Name}
+		r, err := harness.RunCommand(t.Context(), suite.cli, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, r, 0,
+			"does not send the pod: the namespaceSelector excludes namespace "+in.ownNamespace+" by name",
+			"    fix: none: the configuration leaves this namespace out on purpose",
+			"verdict: not mutated: the webhook configuration leaves namespace "+in.ownNamespace+" out by name, on purpose\n")
+	})
+
 	// The server's leak-mitigation mode flips (its mounted config file);
 	// check reads the mode from --status-url instead of assuming the
 	// policies' own: a pod created in disk mode has not drifted, one created

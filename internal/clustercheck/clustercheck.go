@@ -37,6 +37,11 @@ type Selection struct {
 	MatchConditionsNote string   `json:"matchConditionsNote,omitempty"`
 	// FailurePolicy is the webhook's failurePolicy (Fail when unset).
 	FailurePolicy string `json:"failurePolicy"`
+	// ExcludedByName is true when the only thing that stops the pod is the
+	// namespaceSelector naming its namespace (kubernetes.io/metadata.name
+	// NotIn, as the chart excludes kube-system, its own namespace and
+	// webhook.excludeNamespaces): left out by design, nothing to fix.
+	ExcludedByName bool `json:"excludedByName,omitempty"`
 }
 
 // Select evaluates every webhook of the configurations for a pod CREATE in
@@ -57,7 +62,7 @@ func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod 
 			for _, mc := range w.MatchConditions {
 				s.MatchConditions = append(s.MatchConditions, mc.Name+": "+mc.Expression)
 			}
-			s.Reason, s.Fix = selects(&w, pod, ns)
+			s.Reason, s.Fix, s.ExcludedByName = selects(&w, pod, ns)
 			s.Sends = s.Reason == ""
 			out = append(out, s)
 		}
@@ -67,31 +72,54 @@ func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod 
 
 // selects returns why the webhook does not receive the pod's CREATE and the
 // fix, or "" when it does.
-func selects(w *admissionregistrationv1.MutatingWebhook, pod *corev1.Pod, ns *corev1.Namespace) (reason, fix string) {
+func selects(w *admissionregistrationv1.MutatingWebhook, pod *corev1.Pod, ns *corev1.Namespace) (reason, fix string, byName bool) {
 	if !slices.ContainsFunc(w.Rules, podCreateRule) {
-		return "no rule covers CREATE of v1 pods", "add a rule {operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}"
+		return "no rule covers CREATE of v1 pods", "add a rule {operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}", false
 	}
 	if w.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
 		if err != nil {
-			return fmt.Sprintf("invalid namespaceSelector: %v", err), "fix the configuration's namespaceSelector"
+			return fmt.Sprintf("invalid namespaceSelector: %v", err), "fix the configuration's namespaceSelector", false
 		}
 		if !sel.Matches(labels.Set(ns.Labels)) {
+			if excludedByName(sel, ns) {
+				return fmt.Sprintf("the namespaceSelector excludes namespace %s by name (%s)", ns.Name, sel),
+					"none: the configuration leaves this namespace out on purpose (the chart: kube-system, its own namespace and webhook.excludeNamespaces)", true
+			}
 			return fmt.Sprintf("namespace %s's labels do not match the namespaceSelector (%s)", ns.Name, sel),
-				fmt.Sprintf("label namespace %s to match the selector, or widen webhook.namespaceSelector", ns.Name)
+				fmt.Sprintf("label namespace %s to match the selector, or widen webhook.namespaceSelector", ns.Name), false
 		}
 	}
 	if w.ObjectSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(w.ObjectSelector)
 		if err != nil {
-			return fmt.Sprintf("invalid objectSelector: %v", err), "fix the configuration's objectSelector"
+			return fmt.Sprintf("invalid objectSelector: %v", err), "fix the configuration's objectSelector", false
 		}
 		if !sel.Matches(labels.Set(pod.Labels)) {
 			return fmt.Sprintf("the pod's labels do not match the objectSelector (%s)", sel),
-				"label the pod's template to match the objectSelector, or set webhook.objectSelector to select these pods (docs/install.md: choosing the selector)"
+				"label the pod's template to match the objectSelector, or set webhook.objectSelector to select these pods (docs/install.md: choosing the selector)", false
 		}
 	}
-	return "", ""
+	return "", "", false
+}
+
+// excludedByName reports whether the requirements sel fails for ns are all
+// on kubernetes.io/metadata.name, a label the apiserver sets to the
+// namespace's name and no one can change: the namespace is excluded by
+// name, not for want of a label.
+func excludedByName(sel labels.Selector, ns *corev1.Namespace) bool {
+	reqs, _ := sel.Requirements()
+	failed := 0
+	for _, r := range reqs {
+		if r.Matches(labels.Set(ns.Labels)) {
+			continue
+		}
+		if r.Key() != corev1.LabelMetadataName {
+			return false
+		}
+		failed++
+	}
+	return failed > 0
 }
 
 // SubresourcesOnly reports whether every rule of the webhook names only

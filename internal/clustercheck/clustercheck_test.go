@@ -55,11 +55,18 @@ func TestSelect(t *testing.T) {
 		pod    *corev1.Pod
 		ns     *corev1.Namespace
 		reason string
+		byName bool
 	}{
 		{name: "sends", pod: sandbox, ns: ns},
 		{name: "objectSelector", pod: agent, ns: ns, reason: "the pod's labels do not match the objectSelector (app=sandbox)"},
-		{name: "namespaceSelector", pod: sandbox, ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}},
-			reason: "namespace kube-system's labels do not match the namespaceSelector (kubernetes.io/metadata.name notin (kube-system))"},
+		{name: "excluded by name", pod: sandbox, ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}},
+			reason: "the namespaceSelector excludes namespace kube-system by name (kubernetes.io/metadata.name notin (kube-system))", byName: true},
+		{name: "namespaceSelector", pod: sandbox, ns: ns, edit: func(w *admissionregistrationv1.MutatingWebhook) {
+			w.NamespaceSelector.MatchLabels = map[string]string{"sandboxes": "true"}
+		}, reason: "namespace rl's labels do not match the namespaceSelector (kubernetes.io/metadata.name notin (kube-system),sandboxes=true)"},
+		{name: "namespaceSelector and name", pod: sandbox, ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}, edit: func(w *admissionregistrationv1.MutatingWebhook) {
+			w.NamespaceSelector.MatchLabels = map[string]string{"sandboxes": "true"}
+		}, reason: "namespace kube-system's labels do not match the namespaceSelector (kubernetes.io/metadata.name notin (kube-system),sandboxes=true)"},
 		{name: "UPDATE only", pod: sandbox, ns: ns, edit: func(w *admissionregistrationv1.MutatingWebhook) {
 			w.Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Update}
 		}, reason: "no rule covers CREATE of v1 pods"},
@@ -72,8 +79,8 @@ func TestSelect(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := Select(config(c.edit), c.pod, c.ns)
-			if len(got) != 1 || got[0].Reason != c.reason || got[0].Sends != (c.reason == "") || (got[0].Reason != "") != (got[0].Fix != "") {
-				t.Errorf("got %+v, want reason %q", got, c.reason)
+			if len(got) != 1 || got[0].Reason != c.reason || got[0].Sends != (c.reason == "") || (got[0].Reason != "") != (got[0].Fix != "") || got[0].ExcludedByName != c.byName {
+				t.Errorf("got %+v, want reason %q, excluded by name %v", got, c.reason, c.byName)
 			}
 			// The ephemeral-container webhook is not one that could send
 			// the CREATE: it is left out.

@@ -261,6 +261,9 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	case res.PodSkipped != "":
 		rep.Verdict = "not mutated: " + res.PodSkipped
 		rep.OK = !matched
+	case matched && !sent && len(rep.Webhooks) > 0 && !slices.ContainsFunc(rep.Webhooks, func(s clustercheck.Selection) bool { return !s.ExcludedByName }):
+		rep.Verdict = "not mutated: the webhook configuration leaves namespace " + pod.Namespace + " out by name, on purpose"
+		rep.OK = true
 	case matched && !sent:
 		rep.Verdict = "not mutated: the policies select the pod, but no webhook configuration sends it to the webhook (see the fix above)"
 	case !matched && sent:
