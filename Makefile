@@ -113,8 +113,10 @@ helm: ## Build bin/helm: the Helm the chart is tested with (pinned in charts/go.
 	cd charts && go build -o $(BIN)/helm helm.sh/helm/v4/cmd/helm
 
 .PHONY: image
-image: ## Build the container image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) -t sandbox-webhook:$(VERSION) .
+IMAGE ?= sandbox-webhook:$(VERSION)
+
+image: ## Build the container image IMAGE (default sandbox-webhook:VERSION; needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: node-tools
 node-tools: tools ## Install containerd, runc and busybox-static (apt-get, as root) and build bin/kubelet.

@@ -202,3 +202,56 @@ func mergeMaps(dst, src map[string]any) map[string]any {
 	}
 	return out
 }
+
+// TestReadmeInstall: the README's install builds an image, pushes it, and
+// installs the chart with that image; the rendered Deployment runs exactly
+// the image built and pushed.
+func TestReadmeInstall(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Install\n.*?```sh\n(.*?)```").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("README.md: no sh block under ## Install")
+	}
+	var built, pushed string
+	vals := map[string]any{}
+	ns := ""
+	for line := range strings.Lines(strings.ReplaceAll(string(m[1]), "\\\n", " ")) {
+		words := docWords(line)
+		switch {
+		case len(words) >= 3 && words[0] == "make" && words[1] == "image" && strings.HasPrefix(words[2], "IMAGE="):
+			built = strings.TrimPrefix(words[2], "IMAGE=")
+		case len(words) >= 3 && words[0] == "docker" && words[1] == "push":
+			pushed = words[2]
+		case len(words) >= 4 && words[0] == "helm" && words[1] == "install":
+			for i := 4; i < len(words); i++ {
+				switch words[i] {
+				case "--namespace":
+					i++
+					ns = words[i]
+				case "--set":
+					i++
+					if err := strvals.ParseInto(words[i], vals); err != nil {
+						t.Fatalf("--set %s: %v", words[i], err)
+					}
+				}
+			}
+		}
+	}
+	if built == "" || built != pushed {
+		t.Fatalf("the README builds %q and pushes %q: want the same image", built, pushed)
+	}
+	r, err := renderValues(t, vals, "sandbox-webhook", ns)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	deps := all[*appsv1.Deployment](r)
+	if len(deps) != 1 || deps[0].Spec.Template.Spec.Containers[0].Image != built {
+		t.Errorf("the installed Deployment does not run the image built (%s): %v", built, kinds(r))
+		for _, d := range deps {
+			t.Errorf("image %s", d.Spec.Template.Spec.Containers[0].Image)
+		}
+	}
+}
