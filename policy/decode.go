@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
@@ -30,6 +31,9 @@ func parse(source string, raw []byte) ([]*Policy, []Problem) {
 	var docs []doc
 	for _, c := range splitDocuments(raw) {
 		node, err := parseNode(c.text)
+		if err != nil {
+			err = offendingLine(c.text, err)
+		}
 		if err == nil && isEmpty(node) {
 			continue
 		}
@@ -53,10 +57,12 @@ func parse(source string, raw []byte) ([]*Policy, []Problem) {
 			continue
 		}
 		name := nodeName(d.node)
-		sp, errs := decode(d.chunk, d.node)
-		if len(errs) == 0 {
-			var p *Policy
-			if p, errs = compile(src, sp); len(errs) == 0 {
+		sp, errs, decoded := decode(d.chunk, d.node)
+		if decoded {
+			// Unknown fields aside, the document decoded: its other
+			// problems are listed with them, all at once.
+			p, cerrs := compile(src, sp)
+			if errs = append(errs, withoutEchoes(cerrs, errs)...); len(errs) == 0 {
 				policies = append(policies, p)
 				continue
 			}
@@ -87,6 +93,35 @@ func isEmpty(n *yaml.Node) bool {
 
 // yamlLine finds the line number in a YAML library error.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+):`)
+
+// offendingLine corrects the line of the go-yaml v3 errors "did not find
+// expected key" and "did not find expected '-' indicator": v3 reports the
+// line where the enclosing block starts, often many lines before the
+// mistake. go-yaml v2, parsing the same text, reports the line before the
+// offending one; that line, plus one, is where the mistake is (a key
+// indented other than its siblings, most often).
+func offendingLine(text []byte, err error) error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	reason := strings.TrimPrefix(err.Error(), m0(m))
+	if m == nil || (reason != " did not find expected key" && reason != " did not find expected '-' indicator") {
+		return err
+	}
+	var v any
+	err2 := yamlv2.Unmarshal(text, &v)
+	m2 := yamlLine.FindStringSubmatch(fmt.Sprint(err2))
+	if err2 == nil || m2 == nil || !strings.HasSuffix(err2.Error(), reason) {
+		return err
+	}
+	n, _ := strconv.Atoi(m2[1])
+	return fmt.Errorf("yaml: line %d:%s (is this line indented as the ones before it?)", n+1, reason)
+}
+
+func m0(m []string) string {
+	if m == nil {
+		return ""
+	}
+	return m[0]
+}
 
 // yamlError reports a YAML syntax error with the line number in the file.
 func yamlError(err error, offset int) *field.Error {
@@ -130,37 +165,36 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 }
 
 // decode checks apiVersion and kind, then decodes strictly: unknown fields
-// and duplicate keys are errors.
-func decode(c chunk, node *yaml.Node) (SandboxPolicy, field.ErrorList) {
-	var sp SandboxPolicy
+// and duplicate keys are errors. decoded is true when sp holds the
+// document, whatever unknown fields it also had.
+func decode(c chunk, node *yaml.Node) (sp SandboxPolicy, errs field.ErrorList, decoded bool) {
 	if errs := duplicateKeys(node.Content[0], nil, c.offset); len(errs) > 0 {
-		return sp, errs
+		return sp, errs, false
 	}
 	j, err := sigsyaml.YAMLToJSONStrict(c.text)
 	if err != nil {
-		return sp, field.ErrorList{yamlError(err, c.offset)}
+		return sp, field.ErrorList{yamlError(err, c.offset)}, false
 	}
 	var top map[string]any
 	if err := json.Unmarshal(j, &top); err != nil {
-		return sp, field.ErrorList{documentError("must be a mapping with apiVersion, kind, metadata and spec")}
+		return sp, field.ErrorList{documentError("must be a mapping with apiVersion, kind, metadata and spec")}, false
 	}
-	var errs field.ErrorList
 	for _, f := range []struct{ name, want string }{{"apiVersion", APIVersion}, {"kind", Kind}} {
 		if e := checkConstant(field.NewPath(f.name), top[f.name], f.want); e != nil {
 			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
-		return sp, errs
+		return sp, errs, false
 	}
 
 	strict, err := sigsjson.UnmarshalStrict(j, &sp)
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 		detail := fmt.Sprintf("must be %s, not %s", describe(te.Type), te.Value)
-		return sp, field.ErrorList{{Type: field.ErrorTypeInvalid, Field: te.Field, BadValue: field.OmitValueType{}, Detail: detail}}
+		return sp, field.ErrorList{{Type: field.ErrorTypeInvalid, Field: te.Field, BadValue: field.OmitValueType{}, Detail: detail}}, false
 	}
 	if err != nil {
-		return sp, field.ErrorList{documentError(err.Error())}
+		return sp, field.ErrorList{documentError(err.Error())}, false
 	}
 	for _, e := range strict {
 		fe, ok := e.(interface{ FieldPath() string })
@@ -173,7 +207,41 @@ func decode(c chunk, node *yaml.Node) (SandboxPolicy, field.ErrorList) {
 			errs = append(errs, unknownField(fe.FieldPath()))
 		}
 	}
-	return sp, errs
+	return sp, errs, true
+}
+
+// withoutEchoes leaves out of errs those an unknown field of unknown
+// causes: at the object that holds it (spec.match is required when its one
+// field is misspelled) or at the field it was meant to be.
+func withoutEchoes(errs, unknown field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		echo := false
+		for _, u := range unknown {
+			parent, _, _ := cutLast(u.Field)
+			meant := ""
+			if _, near, ok := strings.Cut(u.Detail, `did you mean "`); ok {
+				meant = parent + "." + strings.TrimSuffix(near, `"?`)
+			}
+			if e.Field == parent || e.Field == meant || strings.HasPrefix(e.Field, meant+".") {
+				echo = true
+				break
+			}
+		}
+		if !echo {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// cutLast splits a field path at its last dot.
+func cutLast(path string) (parent, key string, ok bool) {
+	i := strings.LastIndex(path, ".")
+	if i < 0 {
+		return "", path, false
+	}
+	return path[:i], path[i+1:], true
 }
 
 // checkConstant checks a field that has exactly one allowed value.
