@@ -21,8 +21,9 @@ import (
 )
 
 // parse is Parse, returning the valid policies of raw along with the
-// problems of the others.
-func parse(source string, raw []byte) ([]*Policy, []Problem) {
+// problems of the others, and how many policy tests it skipped.
+func parse(source string, raw []byte) ([]*Policy, []Problem, int) {
+	tests := 0
 	type doc struct {
 		chunk
 		node *yaml.Node
@@ -33,6 +34,10 @@ func parse(source string, raw []byte) ([]*Policy, []Problem) {
 		node, err := parseNode(c.text)
 		if err != nil {
 			err = offendingLine(c.text, err)
+		}
+		if err == nil && isTest(node) {
+			tests++
+			continue
 		}
 		if err == nil && isEmpty(node) {
 			continue
@@ -69,7 +74,7 @@ func parse(source string, raw []byte) ([]*Policy, []Problem) {
 		}
 		problems = append(problems, problemsOf(src, name, errs)...)
 	}
-	return policies, problems
+	return policies, problems, tests
 }
 
 // parseNode parses one document into a YAML node tree.
@@ -84,6 +89,17 @@ func parseNode(text []byte) (*yaml.Node, error) {
 		return nil, errors.New("documents must be separated by lines of only ---")
 	}
 	return &n, nil
+}
+
+// isTest reports whether a document is a policy test (kind
+// SandboxPolicyTest of this API group): kept beside the policies it tests,
+// in a directory or a ConfigMap, it is not one of them.
+func isTest(doc *yaml.Node) bool {
+	if len(doc.Content) != 1 {
+		return false
+	}
+	v, k := mapValue(doc.Content[0], "apiVersion"), mapValue(doc.Content[0], "kind")
+	return v != nil && k != nil && v.Value == APIVersion && k.Value == TestKind
 }
 
 // isEmpty reports whether a document holds nothing but comments or null.

@@ -56,6 +56,8 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 			problems = append(problems, Problem{Source: p, Err: documentError(
 				"holds no *.yaml, *.yml or *.json file (subdirectories are not read); " + emptyHint)})
 		}
+		fromDir := len(files) != 1 || files[0] != p
+		found, tests := 0, 0 // in p
 		for _, f := range files {
 			if st, err := os.Stat(f); err == nil && st.Size() > yamllimit.MaxBytes {
 				problems = append(problems, Problem{Source: f, Err: documentError(fmt.Sprintf("larger than %d MiB: a policy file is a few KB (and a ConfigMap at most 1 MiB)", yamllimit.MaxBytes>>20))})
@@ -66,12 +68,21 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 				problems = append(problems, fileProblem(f, err))
 				continue
 			}
-			ps, pr := parse(f, raw)
-			if len(ps) == 0 && len(pr) == 0 && !allowEmpty {
+			ps, pr, t := parse(f, raw)
+			switch {
+			case len(ps) > 0 || len(pr) > 0:
+			case t > 0 && !fromDir:
+				pr = append(pr, Problem{Source: f, Err: documentError("is a policy test (kind " + TestKind + "), not a policy: kubectl-sandbox_webhook test runs it")})
+			case t == 0 && !allowEmpty:
 				pr = append(pr, Problem{Source: f, Err: documentError("holds no policy document (empty or truncated?); " + emptyHint)})
 			}
+			found += len(ps) + len(pr)
+			tests += t
 			policies = append(policies, ps...)
 			problems = append(problems, pr...)
+		}
+		if fromDir && found == 0 && tests > 0 && !allowEmpty {
+			problems = append(problems, Problem{Source: p, Err: documentError("holds only policy tests, no policy; " + emptyHint)})
 		}
 	}
 	set, pr := newSet(policies)
@@ -88,7 +99,7 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 // errors. On any problem Parse returns no policies and an *Error listing all
 // of them.
 func Parse(source string, raw []byte) ([]*Policy, error) {
-	ps, problems := parse(source, raw)
+	ps, problems, _ := parse(source, raw)
 	if err := asError(problems); err != nil {
 		return nil, err
 	}
@@ -98,7 +109,7 @@ func Parse(source string, raw []byte) ([]*Policy, error) {
 // ParseSet is Parse followed by NewSet, for tests and for policies that do
 // not come from files.
 func ParseSet(source string, raw []byte) (*Set, error) {
-	ps, problems := parse(source, raw)
+	ps, problems, _ := parse(source, raw)
 	set, pr := newSet(ps)
 	if err := asError(append(problems, pr...)); err != nil {
 		return nil, err

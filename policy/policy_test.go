@@ -504,3 +504,38 @@ func TestLoadEmpty(t *testing.T) {
 		t.Error("LoadAllowEmpty of a missing path succeeded; only emptiness is allowed")
 	}
 }
+
+// TestLoadSkipsPolicyTests: a policy test kept beside its policies, as the
+// README suggests, is skipped where the directory is loaded (validate,
+// dry-run, a ConfigMap made from the directory); named on its own it is
+// refused as a test, and a directory of tests only holds no policy.
+func TestLoadSkipsPolicyTests(t *testing.T) {
+	const test = "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: t}\npolicies: [.]\ncases: []\n"
+	policy, err := os.ReadFile("testdata/valid-minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, onlyTests := t.TempDir(), t.TempDir()
+	for path, content := range map[string]string{
+		filepath.Join(dir, "policy.yaml"):                     string(policy),
+		filepath.Join(dir, "sandbox-webhook-test.yaml"):       test,
+		filepath.Join(onlyTests, "sandbox-webhook-test.yaml"): test,
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := Load(dir)
+	if err != nil || len(set.Policies) != 1 {
+		t.Fatalf("Load(policy and its test): %v, %v", set, err)
+	}
+	testFile := filepath.Join(dir, "sandbox-webhook-test.yaml")
+	for path, want := range map[string]string{
+		testFile:  testFile + ": is a policy test (kind SandboxPolicyTest), not a policy: kubectl-sandbox_webhook test runs it",
+		onlyTests: onlyTests + ": holds only policy tests, no policy; an empty policy set would leave every pod unmutated",
+	} {
+		if _, err := Load(path); err == nil || err.Error() != want {
+			t.Errorf("Load(%s): %v, want %s", path, err, want)
+		}
+	}
+}

@@ -14,6 +14,9 @@ const (
 	APIVersion = "sandbox-webhook.io/v1alpha1"
 	// Kind is the only kind policy documents may declare.
 	Kind = "SandboxPolicy"
+	// TestKind is the kind of a policy test file (kubectl-sandbox_webhook
+	// test). Kept beside its policies, it is skipped where they are loaded.
+	TestKind = "SandboxPolicyTest"
 )
 
 // Mode selects the emptyDir medium of injected caches.

@@ -31,9 +31,6 @@ import (
 // TestFileName is the name of the declarative test files `test` looks for.
 const TestFileName = "sandbox-webhook-test.yaml"
 
-// testKind is the kind of a test file.
-const testKind = "SandboxPolicyTest"
-
 // policyTest is one test file: the policies, the namespaces the inputs live
 // in, and the cases. Paths are relative to the test file.
 type policyTest struct {
@@ -182,8 +179,8 @@ func loadTest(path string) (*policyTest, error) {
 	for _, e := range strict {
 		problems = append(problems, e.Error())
 	}
-	if t.APIVersion != policy.APIVersion || t.Kind != testKind {
-		problems = append(problems, fmt.Sprintf("apiVersion and kind must be %s and %s", policy.APIVersion, testKind))
+	if t.APIVersion != policy.APIVersion || t.Kind != policy.TestKind {
+		problems = append(problems, fmt.Sprintf("apiVersion and kind must be %s and %s", policy.APIVersion, policy.TestKind))
 	}
 	if len(t.Policies) == 0 {
 		problems = append(problems, "policies: list at least one policy file or directory")
