@@ -825,6 +825,9 @@ func (*singleObject) ListEnd(Position, map[string]any) error { return nil }
 // ReadOneObject reads the one object a file holds, through the same bounded
 // reader as dry-run; a List or more than one document is an error.
 func ReadOneObject(name string) (map[string]any, error) {
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory; this takes one file holding one object (dry-run -f takes directories)", name)
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -834,8 +837,11 @@ func ReadOneObject(name string) (map[string]any, error) {
 	if err := ReadStream(name, f, &s); err != nil {
 		return nil, err
 	}
-	if n := len(s.docs) + s.lists; n != 1 || s.lists != 0 {
-		return nil, fmt.Errorf("%s: must hold exactly one object (not a List), holds %d documents", name, n)
+	switch {
+	case s.lists > 0:
+		return nil, fmt.Errorf("%s: holds a List; this takes one object, a pod or a workload (dry-run -f takes Lists)", name)
+	case len(s.docs) != 1:
+		return nil, fmt.Errorf("%s: holds %d objects; this takes one, a pod or a workload (dry-run -f takes several)", name, len(s.docs))
 	}
 	return s.docs[0], nil
 }

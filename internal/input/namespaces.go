@@ -8,21 +8,32 @@ import (
 )
 
 // LoadNamespaces reads Namespace objects (a Namespace, a NamespaceList or a
-// List, in one or more documents) into name → labels.
+// List, in one or more documents) into name → labels, from a file or the
+// files of a directory, as -f takes them.
 func LoadNamespaces(path string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	if path == "" {
 		return out, nil
 	}
-	f, err := os.Open(path)
+	files, err := Files([]string{path}, false)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if err := ReadStream(path, f, namespaceCollector(out)); err != nil {
-		return nil, err
+	for _, name := range files {
+		if err := readNamespaces(name, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+func readNamespaces(name string, out map[string]map[string]string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return ReadStream(name, f, namespaceCollector(out))
 }
 
 // namespaceCollector is a visitor that records the labels of every

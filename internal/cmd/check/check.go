@@ -143,6 +143,12 @@ type checkPolicy struct {
 }
 
 func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams, kind, name string) error {
+	if kind == "file" {
+		// A file that holds no single pod is said before any cluster error.
+		if _, err := input.ReadOneObject(o.filename); err != nil {
+			return err
+		}
+	}
 	ctx, cs, namespace, err := o.start(ctx)
 	if err != nil {
 		return err

@@ -216,8 +216,12 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 // finish writes what needs the whole input: the end of the -o output, the
 // --map comparison, the summary, and the verdicts.
 func (p *pipeline) finish(errOut io.Writer) error {
-	if p.objects == 0 {
+	if p.objects == 0 && p.lists == 0 {
 		return fmt.Errorf("no objects in the input (%s): nothing to do", strings.Join(p.o.filenames, ", "))
+	}
+	if p.objects == 0 && !p.quiet() {
+		// kubectl get of an empty namespace: zero pods, not a mistake.
+		p.report.Line("the input's Lists hold no items: nothing to mutate")
 	}
 	if err := p.out.close(); err != nil {
 		return err

@@ -38,6 +38,7 @@ type pipeline struct {
 	progress    *progress
 
 	objects, pods, rejected int
+	lists                   int // Lists read, empty ones included
 	// unknownNamespaces are the namespaces already reported as missing
 	// from --namespaces.
 	unknownNamespaces map[string]bool
@@ -89,6 +90,7 @@ func (p *pipeline) flush() error {
 }
 
 func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
+	p.lists++
 	p.listKind, _ = head["kind"].(string)
 	return p.out.listStart(head)
 }
