@@ -99,7 +99,7 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil, "input file, directory (its *.yaml, *.yml and *.json files), or - for stdin (repeatable)")
 	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of objects that do not name one (default \"default\")")
-	f.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
+	f.StringVar(&o.namespacesFile, "namespaces", "", "a YAML file (or a directory of them) of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-label", nil, "label key=value of the pods' namespace (repeatable; wins over --namespaces)")
 	flags.LeakMitigation(f, &o.leakMitigation, "")
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
