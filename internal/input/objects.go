@@ -9,8 +9,6 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 )
 
 // Object is one input document: a pod, a workload with a pod template, or
@@ -92,7 +90,7 @@ func (o Object) PodValue() map[string]any {
 
 // podJSON returns podValue as JSON.
 func (o Object) PodJSON() ([]byte, error) {
-	return output.CompactJSON(o.PodValue())
+	return json.Marshal(o.PodValue())
 }
 
 // patchBase returns what mutate.Patch is to diff the mutated pod against:
