@@ -1,6 +1,7 @@
-// Package output writes dry-run's objects: YAML as sigs.k8s.io/yaml writes
-// it and JSON as encoding/json indents it, for the JSON-shaped values
-// (what encoding/json decodes into any) the commands hold.
+// Package output writes what the commands print: dry-run's objects as YAML,
+// as sigs.k8s.io/yaml writes it, for the JSON-shaped values (what
+// encoding/json decodes into any) the commands hold, and text with the
+// control characters of its input escaped.
 package output
 
 import (

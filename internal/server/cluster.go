@@ -1,17 +1,17 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -109,19 +109,20 @@ func (p *clusterProbe) probe(ctx context.Context) {
 		st.Error = fmt.Sprintf("reading /version: %v", err)
 	} else {
 		st.Version = v.GitVersion
-		var raw []byte
+		var gates map[string]bool
 		merr := errors.New("no REST client")
 		if rc := p.client.Discovery().RESTClient(); rc != nil {
-			raw, merr = rc.Get().AbsPath("/metrics").DoRaw(ctx)
+			var raw []byte
+			if raw, merr = rc.Get().AbsPath("/metrics").DoRaw(ctx); merr == nil {
+				gates, merr = featureGates(raw)
+			}
 		}
 		pv, perr := version.ParseGeneric(v.GitVersion)
 		// kept reads gate from /metrics, else from the version's default.
 		var fromVersion []string
 		kept := func(gate string, gaMinor uint) (kept, known bool) {
-			if merr == nil {
-				if enabled, found := featureEnabled(raw, gate); found {
-					return enabled, true
-				}
+			if enabled, found := gates[gate]; found {
+				return enabled, true
 			}
 			if perr != nil {
 				return false, false
@@ -180,26 +181,21 @@ func (p *clusterProbe) get() ClusterStatus {
 	return p.status
 }
 
-// featureEnabled reads the kubernetes_feature_enabled series of gate from
-// Prometheus text exposition.
-func featureEnabled(metrics []byte, gate string) (enabled, found bool) {
-	want := `name="` + gate + `"`
-	sc := bufio.NewScanner(bytes.NewReader(metrics))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "kubernetes_feature_enabled{") || !strings.Contains(line, want) {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64)
-		if err != nil {
-			continue
-		}
-		return f == 1, true
+// featureGates reads the kubernetes_feature_enabled series from Prometheus
+// text exposition: each gate's name and whether it is on.
+func featureGates(metrics []byte) (map[string]bool, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(metrics))
+	if err != nil {
+		return nil, err
 	}
-	return false, false
+	gates := map[string]bool{}
+	for _, m := range families["kubernetes_feature_enabled"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" {
+				gates[l.GetValue()] = m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	return gates, nil
 }

@@ -34,8 +34,9 @@ kubernetes_feature_enabled{name="ImageVolume",stage="BETA"} 0
 		{"ImageVolume", false, true},
 		{"NoSuchGate", false, false},
 	} {
-		if e, f := featureEnabled(metrics, c.gate); e != c.enabled || f != c.found {
-			t.Errorf("featureEnabled(%s) = %v, %v; want %v, %v", c.gate, e, f, c.enabled, c.found)
+		gates, err := featureGates(metrics)
+		if e, f := gates[c.gate]; err != nil || e != c.enabled || f != c.found {
+			t.Errorf("featureGates()[%s] = %v, %v, %v; want %v, %v", c.gate, e, f, err, c.enabled, c.found)
 		}
 	}
 }

@@ -398,7 +398,6 @@ func (*yamlOutput) close() error           { return nil }
 // its items come, exactly as json.MarshalIndent of the whole List.
 type jsonOutput struct {
 	w     *bufio.Writer
-	enc   output.IndentedJSON
 	items int
 	after map[string]any
 }
@@ -406,7 +405,7 @@ type jsonOutput struct {
 func (j *jsonOutput) writer() io.Writer { return j.w }
 
 func (j *jsonOutput) object(doc map[string]any) error {
-	b, err := j.enc.Marshal(doc, "")
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -419,7 +418,7 @@ func (j *jsonOutput) field(k string, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := j.enc.Marshal(v, "  ")
+	b, err := json.MarshalIndent(v, "  ", "  ")
 	if err != nil {
 		return err
 	}
@@ -449,7 +448,7 @@ func (j *jsonOutput) listItem(item any) error {
 		_ = j.w.WriteByte(',')
 	}
 	j.items++
-	b, err := j.enc.Marshal(item, "    ")
+	b, err := json.MarshalIndent(item, "    ", "  ")
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
@@ -145,7 +146,7 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 	fs.IntVar(&v.port, "port", 9443, "HTTPS port of the webhook; the path is /mutate-v1-pod")
 	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
-	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: in-cluster config, else $KUBECONFIG or ~/.kube/config")
+	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config")
 	flags.AllowedHostPath(fs, &v.allowedHostPaths)
 	flags.ExcludeNamespace(fs, &v.excludeNamespaces, "; default: $POD_NAMESPACE when set")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
@@ -334,19 +335,18 @@ func EnvVar(flag string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// restConfig is --kubeconfig, else the in-cluster config, else $KUBECONFIG
-// or ~/.kube/config.
+// restConfig is --kubeconfig, else controller-runtime's default: $KUBECONFIG,
+// else the in-cluster config, else ~/.kube/config.
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); err != nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	} else {
+		cfg, err = config.GetConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("finding the Kubernetes client configuration (--kubeconfig, in-cluster, $KUBECONFIG): %w", err)
+		return nil, fmt.Errorf("finding the Kubernetes client configuration (--kubeconfig, $KUBECONFIG, in-cluster): %w", err)
 	}
 	cfg.UserAgent = "sandbox-webhook"
 	return cfg, nil
