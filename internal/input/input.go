@@ -12,10 +12,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
@@ -462,14 +466,20 @@ func visitDocument(pos Position, doc map[string]any, v Visitor) error {
 }
 
 // ParseYAML parses one YAML document (or List item) into JSON-compatible
-// values, as sigs.k8s.io/yaml and encoding/json read it, after bounding
-// what its aliases expand to.
+// values, after bounding what its aliases expand to.
 func ParseYAML(pos Position, text []byte) (any, error) {
 	if len(bytes.TrimSpace(text)) == 0 {
 		return nil, nil
 	}
 	if err := checkAliases(text); err != nil {
 		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	var y any
+	if err := yamlv2.Unmarshal(text, &y); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
+	if v, ok := jsonValue(y); ok {
+		return v, nil
 	}
 	js, err := yaml.YAMLToJSON(text)
 	if err != nil {
@@ -480,6 +490,102 @@ func ParseYAML(pos Position, text []byte) (any, error) {
 		return nil, fmt.Errorf("%s: %w", pos, err)
 	}
 	return v, nil
+}
+
+// jsonValue converts what go-yaml decodes into the value that
+// sigs.k8s.io/yaml.YAMLToJSON and encoding/json make of the same text,
+// without writing and parsing JSON: keys become strings as YAMLToJSON
+// spells them, numbers float64, invalid UTF-8 in a string U+FFFD. ok is false
+// for anything else (a timestamp, binary data, an infinite number, a key
+// that is not a scalar), which the caller converts the slow way, errors
+// included (TestParseYAMLEquivalence).
+func jsonValue(y any) (v any, ok bool) {
+	switch t := y.(type) {
+	case nil, bool:
+		return t, true
+	case string:
+		return validUTF8(t), true
+	case int:
+		return float64(t), true
+	case int64:
+		return float64(t), true
+	case uint64:
+		return float64(t), true
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return nil, false
+		}
+		return t, true
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			if out[i], ok = jsonValue(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			key, ok := jsonKey(k)
+			if !ok {
+				return nil, false
+			}
+			if _, dup := out[key]; dup {
+				return nil, false // YAMLToJSON keeps either, at random
+			}
+			if out[key], ok = jsonValue(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// jsonKey spells a map key as YAMLToJSON does.
+func jsonKey(k any) (string, bool) {
+	switch t := k.(type) {
+	case string:
+		return validUTF8(t), true
+	case int:
+		return strconv.Itoa(t), true
+	case int64:
+		return strconv.FormatInt(t, 10), true
+	case bool:
+		return strconv.FormatBool(t), true
+	case float64:
+		switch s := strconv.FormatFloat(t, 'g', -1, 32); s {
+		case "+Inf":
+			return ".inf", true
+		case "-Inf":
+			return "-.inf", true
+		case "NaN":
+			return ".nan", true
+		default:
+			return validUTF8(s), true
+		}
+	}
+	return "", false
+}
+
+// validUTF8 replaces every byte of s that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json writes such a string.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\ufffd")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // parseYAMLObject parses the text around a List's items: an object, or

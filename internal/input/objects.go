@@ -1,9 +1,10 @@
 package input
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
+	"strconv"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -109,20 +110,124 @@ func (o Object) PatchBase(raw []byte, pod *corev1.Pod) (base []byte, typed bool)
 	if err != nil {
 		return raw, false
 	}
-	var got map[string]any
-	if err := json.Unmarshal(enc, &got); err != nil {
-		return raw, false
-	}
-	want := o.PodValue()
-	if status, ok := got["status"].(map[string]any); ok && len(status) == 0 {
-		if _, has := want["status"]; !has {
-			delete(got, "status")
-		}
-	}
-	if !reflect.DeepEqual(got, want) {
+	if rest, ok := matchJSON(enc, o.PodValue(), true); !ok || len(rest) != 0 {
 		return raw, false
 	}
 	return enc, true
+}
+
+// matchJSON reports whether the JSON value at the start of b, as
+// encoding/json writes it (no spaces), equals v, a value as encoding/json
+// decodes it, and returns what follows the value. It reads b without
+// decoding it. At the top (top is true) an empty "status" object matches
+// an absent status.
+func matchJSON(b []byte, v any, top bool) (rest []byte, ok bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	switch b[0] {
+	case '{':
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return nil, false
+		}
+		seen, first := 0, true
+		for b = b[1:]; len(b) > 0 && b[0] != '}'; first = false {
+			if !first {
+				if b, ok = bytes.CutPrefix(b, []byte(",")); !ok {
+					return nil, false
+				}
+			}
+			var key string
+			if key, b, ok = jsonString(b); !ok || len(b) == 0 || b[0] != ':' {
+				return nil, false
+			}
+			b = b[1:]
+			val, has := m[key]
+			switch {
+			case has:
+				if b, ok = matchJSON(b, val, false); !ok {
+					return nil, false
+				}
+				seen++
+			case top && key == "status" && bytes.HasPrefix(b, []byte("{}")):
+				b = b[2:]
+			default:
+				return nil, false
+			}
+		}
+		if len(b) == 0 || seen != len(m) {
+			return nil, false
+		}
+		return b[1:], true
+	case '[':
+		a, isSlice := v.([]any)
+		if !isSlice {
+			return nil, false
+		}
+		i := 0
+		for b = b[1:]; len(b) > 0 && b[0] != ']'; i++ {
+			if i > 0 {
+				if b, ok = bytes.CutPrefix(b, []byte(",")); !ok {
+					return nil, false
+				}
+			}
+			if i >= len(a) {
+				return nil, false
+			}
+			if b, ok = matchJSON(b, a[i], false); !ok {
+				return nil, false
+			}
+		}
+		if len(b) == 0 || i != len(a) {
+			return nil, false
+		}
+		return b[1:], true
+	case '"':
+		s, rest, ok := jsonString(b)
+		want, isString := v.(string)
+		return rest, ok && isString && s == want
+	case 't':
+		rest, ok = bytes.CutPrefix(b, []byte("true"))
+		return rest, ok && v == true
+	case 'f':
+		rest, ok = bytes.CutPrefix(b, []byte("false"))
+		return rest, ok && v == false
+	case 'n':
+		rest, ok = bytes.CutPrefix(b, []byte("null"))
+		return rest, ok && v == nil
+	}
+	n := 0
+	for n < len(b) && (b[n] >= '0' && b[n] <= '9' || b[n] == '-' || b[n] == '+' || b[n] == '.' || b[n] == 'e' || b[n] == 'E') {
+		n++
+	}
+	f, err := strconv.ParseFloat(string(b[:n]), 64)
+	want, isNumber := v.(float64)
+	return b[n:], n > 0 && err == nil && isNumber && f == want
+}
+
+// jsonString reads the JSON string at the start of b.
+func jsonString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	escaped := false
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			if !escaped {
+				return string(b[1:i]), b[i+1:], true
+			}
+			if json.Unmarshal(b[:i+1], &s) != nil {
+				return "", nil, false
+			}
+			return s, b[i+1:], true
+		}
+	}
+	return "", nil, false
 }
 
 // GenericOps returns ops with their values as encoding/json decodes them,

@@ -101,3 +101,40 @@ func TestPatchBase(t *testing.T) {
 		t.Errorf("only %d objects changed: the comparison proves little", changed)
 	}
 }
+
+// TestMatchJSON: matchJSON agrees with decoding the JSON and comparing.
+func TestMatchJSON(t *testing.T) {
+	obj := map[string]any{"a": 1.0, "b": []any{1.0, "x\"y"}, "c": map[string]any{}, "d": nil, "e": true, "f": "é"}
+	doc := `{"a":1,"b":[1,"x\"y"],"c":{},"d":null,"e":true,"f":"\u00e9"}`
+	cases := []struct {
+		json string
+		v    any
+		top  bool
+		want bool
+	}{
+		{doc, obj, false, true},
+		{`{"a":1e0,"f":"é","e":true,"d":null,"c":{},"b":[1.0,"x\"y"]}`, obj, false, true},
+		{`{"a":1,"b":[1,"x\"y"],"c":{},"d":null,"e":true}`, obj, false, false},
+		{`{"a":1,"b":[1,"x\"y"],"c":{},"d":null,"e":true,"f":"é","g":1}`, obj, false, false},
+		{`{"a":2,"b":[1,"x\"y"],"c":{},"d":null,"e":true,"f":"é"}`, obj, false, false},
+		{`{"a":1,"b":[1],"c":{},"d":null,"e":true,"f":"é"}`, obj, false, false},
+		{`{"a":1,"b":[1,"x\"y",2],"c":{},"d":null,"e":true,"f":"é"}`, obj, false, false},
+		{`{"a":1,"b":[1,"x\"y"],"c":{},"d":false,"e":true,"f":"é"}`, obj, false, false},
+		{`{"a":1,"b":[1,"x\"y"],"c":[],"d":null,"e":true,"f":"é"}`, obj, false, false},
+		{`{"a":"1","b":[1,"x\"y"],"c":{},"d":null,"e":true,"f":"é"}`, obj, false, false},
+		{`[]`, []any{}, false, true},
+		{`[]`, []any{1.0}, false, false},
+		{`{"status":{}}`, map[string]any{}, true, true},
+		{`{"status":{}}`, map[string]any{}, false, false},
+		{`{"status":{"phase":"Running"}}`, map[string]any{}, true, false},
+		{`{"status":{}}`, map[string]any{"status": map[string]any{}}, true, true},
+		{`{"a":1}x`, map[string]any{"a": 1.0}, false, false},
+		{`{"a":1`, map[string]any{"a": 1.0}, false, false},
+	}
+	for _, c := range cases {
+		rest, ok := matchJSON([]byte(c.json), c.v, c.top)
+		if got := ok && len(rest) == 0; got != c.want {
+			t.Errorf("matchJSON(%s, %v, top %v) = %v, want %v", c.json, c.v, c.top, got, c.want)
+		}
+	}
+}
