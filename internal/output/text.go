@@ -44,7 +44,7 @@ func unsafe(r rune) bool {
 func escape(s string, keepLines bool) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || (unsafe(r) && !(keepLines && (r == '\n' || r == '\t'))) {
+		if r == utf8.RuneError || (unsafe(r) && (!keepLines || (r != '\n' && r != '\t'))) {
 			clean = false
 			break
 		}

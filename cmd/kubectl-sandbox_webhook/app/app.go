@@ -4,8 +4,9 @@
 package app
 
 import (
-	"github.com/spf13/cobra"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/check"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/dryrun"
