@@ -1,7 +1,6 @@
 package input
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,21 +15,6 @@ type patchOp struct {
 	Value any    `json:"value"`
 }
 
-// ApplyPatch applies a JSONPatch of add, replace and remove operations (all
-// the core emits) to doc in place, as strictly as the apiserver applies it
-// (evanphx/json-patch): an add needs its parent, a replace or remove its
-// target, an array index must be in range. dry-run holds every object as
-// decoded JSON, so patching it there spares encoding the object, parsing it
-// into json-patch's own tree and decoding the result (TestApplyPatch checks
-// the two agree).
-func ApplyPatch(doc map[string]any, patch []byte) error {
-	var ops []patchOp
-	if err := json.Unmarshal(patch, &ops); err != nil {
-		return err
-	}
-	return ApplyOps(doc, ops)
-}
-
 // PatchOps returns ops, whose values are as encoding/json decodes them
 // (GenericOps), as ApplyOps takes them, without encoding and decoding
 // them again.
@@ -42,8 +26,14 @@ func PatchOps(ops []jsonpatch.Operation) []patchOp {
 	return out
 }
 
-// ApplyOps is ApplyPatch for decoded operations; their values become
-// part of doc.
+// ApplyOps applies the webhook's JSONPatch operations (add, replace and
+// remove, as the core emits them) to doc in place, as strictly as the
+// apiserver applies them (evanphx/json-patch): an add needs its parent, a
+// replace or remove its target, an array index must be in range. dry-run
+// holds every object as decoded JSON, so patching it there spares encoding
+// the object, parsing it into json-patch's own tree and decoding the result
+// (TestApplyPatch checks the two agree). The operations' values become part
+// of doc.
 func ApplyOps(doc map[string]any, ops []patchOp) error {
 	for _, op := range ops {
 		switch op.Op {

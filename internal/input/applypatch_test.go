@@ -37,7 +37,7 @@ func TestApplyPatch(t *testing.T) {
 			if err := json.Unmarshal([]byte(doc), &got); err != nil {
 				t.Fatal(err)
 			}
-			gotErr := ApplyPatch(got, []byte(c.patch))
+			gotErr := applyPatch(got, []byte(c.patch))
 			if (gotErr != nil) != (wantErr != nil) {
 				t.Fatalf("applyPatch error %v, json-patch error %v", gotErr, wantErr)
 			}
@@ -53,4 +53,13 @@ func TestApplyPatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// applyPatch applies an encoded JSONPatch with ApplyOps.
+func applyPatch(doc map[string]any, patch []byte) error {
+	var ops []patchOp
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return err
+	}
+	return ApplyOps(doc, ops)
 }
