@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
@@ -195,6 +196,27 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 			if p := requestProblems(stored); len(p) > 0 {
 				t.Errorf("stored pod:%s", joinProblems(p))
 			}
+		}
+	}
+	// 1.37 (PodLevelResourcesFixDefaulting) stores a pod-level CPU limit,
+	// the sum of the containers', for a pod whose containers all have one
+	// once pod-level resources are set: the webhook's memory headroom sets
+	// them. Earlier minors store none. dry-run shows the webhook's output,
+	// without the apiserver's defaults, on every minor.
+	if c.Name == "all-limits" && c.Set.Name == "memory" {
+		cpu, has := resource.Quantity{}, false
+		if r := stored.Spec.Resources; r != nil {
+			cpu, has = r.Limits[corev1.ResourceCPU]
+		}
+		v, err := utilversion.ParseGeneric(suite.version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch want := v.Minor() >= 37 && !suite.podLevelDropped; {
+		case want && (!has || cpu.String() != "2500m"):
+			t.Errorf("kube-apiserver %s stored pod-level limits.cpu %v (set %v), want 2500m, the containers' sum", suite.version, &cpu, has)
+		case !want && has:
+			t.Errorf("kube-apiserver %s stored a pod-level limits.cpu %s; only 1.37 on defaults it", suite.version, &cpu)
 		}
 	}
 	if own, ok := podLimit(input); ok {
