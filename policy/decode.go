@@ -118,25 +118,24 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+):`)
 // indented other than its siblings, most often).
 func offendingLine(text []byte, err error) error {
 	m := yamlLine.FindStringSubmatch(err.Error())
-	reason := strings.TrimPrefix(err.Error(), m0(m))
-	if m == nil || (reason != " did not find expected key" && reason != " did not find expected '-' indicator") {
+	if m == nil {
+		return err
+	}
+	reason := strings.TrimPrefix(err.Error(), m[0])
+	if reason != " did not find expected key" && reason != " did not find expected '-' indicator" {
 		return err
 	}
 	var v any
 	err2 := yamlv2.Unmarshal(text, &v)
-	m2 := yamlLine.FindStringSubmatch(fmt.Sprint(err2))
-	if err2 == nil || m2 == nil || !strings.HasSuffix(err2.Error(), reason) {
+	if err2 == nil || !strings.HasSuffix(err2.Error(), reason) {
+		return err
+	}
+	m2 := yamlLine.FindStringSubmatch(err2.Error())
+	if m2 == nil {
 		return err
 	}
 	n, _ := strconv.Atoi(m2[1])
 	return fmt.Errorf("yaml: line %d:%s (is this line indented as the ones before it?)", n+1, reason)
-}
-
-func m0(m []string) string {
-	if m == nil {
-		return ""
-	}
-	return m[0]
 }
 
 // yamlError reports a YAML syntax error with the line number in the file.

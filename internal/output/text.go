@@ -34,17 +34,17 @@ func (t textWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// unsafe reports whether r is escaped: a control character, or a Unicode
+// escaped reports whether r is escaped: a control character, or a Unicode
 // bidirectional embedding, override or isolate, which reorders what a
 // terminal shows.
-func unsafe(r rune) bool {
+func escaped(r rune) bool {
 	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 func escape(s string, keepLines bool) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || (unsafe(r) && (!keepLines || (r != '\n' && r != '\t'))) {
+		if r == utf8.RuneError || (escaped(r) && (!keepLines || (r != '\n' && r != '\t'))) {
 			clean = false
 			break
 		}
@@ -60,9 +60,9 @@ func escape(s string, keepLines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
-		case unsafe(r) && r < 0x80:
+		case escaped(r) && r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case unsafe(r):
+		case escaped(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)

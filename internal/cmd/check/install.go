@@ -245,6 +245,10 @@ type serverStatus struct {
 	} `json:"leakMitigation"`
 }
 
+// statusClient reads the server's /status: a port-forward that hangs
+// fails the check in seconds instead of holding it.
+var statusClient = &http.Client{Timeout: 10 * time.Second}
+
 // readStatus reads the server's /status at statusURL (its health port).
 func readStatus(ctx context.Context, statusURL string) (serverStatus, error) {
 	var st serverStatus
@@ -252,7 +256,7 @@ func readStatus(ctx context.Context, statusURL string) (serverStatus, error) {
 	if err != nil {
 		return st, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := statusClient.Do(req)
 	if err != nil {
 		return st, err
 	}
