@@ -42,9 +42,10 @@ MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling
 
 .PHONY: test
 # The modules besides the main one: the e2e suite (with the Dockerfile's
-# checks), the chart's tests (with Helm), the bench tools. Each has its own
-# go.mod, so that Helm's and BuildKit's dependencies stay out of the main one.
-TEST_MODULES := e2e charts hack/bench
+# checks), the chart's tests (with Helm), the bench tools, the kernel leak
+# experiment. Each has its own go.mod, so that Helm's and BuildKit's
+# dependencies stay out of the main one.
+TEST_MODULES := e2e charts hack/bench hack/kernelleak
 
 test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
@@ -137,3 +138,7 @@ NODE_LEAK_ORDER ?= memory
 node-leak: node-tools ## Churn NODE_LEAK_PODS sandbox pods per mode on a real node; CSV and plot of the memory cgroups left (docs/node.md).
 	cd e2e && NODE_LEAK_PODS=$(NODE_LEAK_PODS) NODE_LEAK_OUT=$(NODE_LEAK_OUT) NODE_LEAK_ORDER=$(NODE_LEAK_ORDER) go test -tags nodee2e -count=1 -v -timeout 60m -run '^TestLeak$$' ./node/
 	bash hack/leak-plot.sh $(NODE_LEAK_OUT) $(dir $(NODE_LEAK_OUT))leak.png
+
+.PHONY: kernel-leak
+kernel-leak: ## The leak per kernel: pod-cgroup churn with a uv cache on tmpfs and on disk, in QEMU (Debian 6.1, 6.12) and on this kernel (root; docs/leak.md).
+	bash hack/kernel-leak.sh

@@ -24,8 +24,9 @@ const (
 	leakOutEnv  = "NODE_LEAK_OUT"
 	// leakOrderEnv=disk churns in disk mode first.
 	leakOrderEnv = "NODE_LEAK_ORDER"
-	// leakWriteMiB is what each churned pod writes into its uv cache.
-	leakWriteMiB = 16
+	// leakPackages is how many packages each churned pod writes into its
+	// uv cache, 31 files each (see uvCacheScript).
+	leakPackages = 48
 	// leakParallel pods are churned at a time.
 	leakParallel = 4
 )
@@ -78,7 +79,7 @@ func takeSample(m mode, churned int) (leakSample, error) {
 // churnOne creates a sandbox pod that writes into its uv cache and exits,
 // waits for it to finish, and deletes it (until its cgroup is gone).
 func churnOne(ctx context.Context, ns string, i int) error {
-	script := fmt.Sprintf("dd if=/dev/zero of=%s/blob bs=1M count=%d 2>/dev/null", cachePath, leakWriteMiB)
+	script := uvCacheScript(cachePath, leakPackages)
 	pod := sandboxPod(ns, fmt.Sprintf("churn-%d", i), script)
 	if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
@@ -93,6 +94,27 @@ func churnOne(ctx context.Context, ns string, i int) error {
 		return fmt.Errorf("churned pod %s/%s: %s", ns, p.Name, containerState(p))
 	}
 	return deletePod(ctx, p)
+}
+
+// uvCacheScript is a shell script (busybox ash, builtins but for mkdir)
+// that writes a cache shaped like uv's into dir: per package an unpacked
+// wheel under archive-v0/ (25 modules in three subpackages, 256 B to
+// 16 KiB each, and five .dist-info files) and a wheels-v5 entry: 31 files,
+// about 0.15 MiB, per package. Dentries and inodes of many small files
+// are charged to the pod's memory cgroup as well as their pages, which a
+// single large file does not show; hack/kernelleak writes a cache of the
+// same kind.
+func uvCacheScript(dir string, packages int) string {
+	return fmt.Sprintf(`c=%s; p=0
+while [ $p -lt %d ]; do
+  d=$c/archive-v0/$p/pkg$p; i=$d/pkg$p-1.0.dist-info
+  mkdir -p $d/s0 $d/s1 $d/s2 $i $c/wheels-v5/pypi/pkg$p
+  m=0
+  while [ $m -lt 25 ]; do printf "%%$((256 << ((m * 7 + p) %% 7)))s" > $d/s$((m %% 3))/m$m.py; m=$((m + 1)); done
+  for f in METADATA RECORD WHEEL top_level.txt INSTALLER; do printf "%%2048s" > $i/$f; done
+  printf "%%512s" > $c/wheels-v5/pypi/pkg$p/pkg$p-1.0-py3-none-any.msgpack
+  p=$((p + 1))
+done`, dir, packages)
 }
 
 // TestLeak churns sandbox pods in memory mode, then in disk mode, and
@@ -177,7 +199,7 @@ func TestLeak(t *testing.T) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# kernel %s, %s, %d MiB written to the uv cache per pod, %d pods at a time\n", kernelRelease(), time.Now().UTC().Format(time.RFC3339), leakWriteMiB, leakParallel)
+	fmt.Fprintf(&b, "# kernel %s, %s, a uv cache of %d files per pod, %d pods at a time\n", kernelRelease(), time.Now().UTC().Format(time.RFC3339), leakPackages*31, leakParallel)
 	b.WriteString("mode,churned,num_cgroups,live_kubepods_cgroups,kubepods_cache,kubepods_shmem,kubepods_rss,kubepods_usage\n")
 	for _, s := range samples {
 		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%d,%d,%d\n", s.mode, s.churned, s.numCgroups, s.live, s.cache, s.shmem, s.rss, s.usage)
