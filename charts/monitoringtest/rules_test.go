@@ -1,5 +1,6 @@
 // Package monitoringtest checks the chart's PrometheusRule and Grafana dashboard
-// with Prometheus's own rule and PromQL parsers. It is a module of its own so
+// with Prometheus's own rule and PromQL parsers, and runs the alerts' unit tests
+// (testdata/rules_test.yaml) with its PromQL engine. It is a module of its own so
 // that the prometheus module stays out of the webhook's go.mod.
 package monitoringtest
 
