@@ -140,6 +140,9 @@ func TestRulesParse(t *testing.T) {
 	want := []string{
 		"SandboxWebhookAdmissionErrors", "SandboxWebhookLatencyNearTimeout", "SandboxWebhookReloadFailing",
 		"SandboxWebhookCertificateExpiring", "SandboxWebhookNoReadyReplica",
+		// The node alerts, each at a warning and a critical threshold.
+		"SandboxWebhookNodeMemoryCgroupsHigh", "SandboxWebhookNodeMemoryCgroupsHigh",
+		"SandboxWebhookNodePercpuMemoryHigh", "SandboxWebhookNodePercpuMemoryHigh",
 	}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v, want %v", alerts, want)
