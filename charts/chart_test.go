@@ -2,6 +2,7 @@ package charts
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -701,6 +702,49 @@ grafanaDashboard: {enabled: true, sidecarLabel: dashboards, sidecarLabelValue: s
 			}
 		},
 	}, {
+		name: "node leak alerts: selector, thresholds, for",
+		values: `
+prometheusRule:
+  enabled: true
+  warningSeverity: ticket
+  severity: page
+  nodeLeak: {selector: 'job="node-exporter"', memoryCgroupsWarning: 2000000, memoryCgroupsCritical: 3000000, percpuWarningGiB: 0.5, percpuCriticalGiB: 8, for: 1h}`,
+		check: func(t *testing.T, r *rendered) {
+			pr := one[*unstructured.Unstructured](t, r)
+			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			var got []string
+			for _, g := range groups {
+				if g.(map[string]any)["name"] != releaseName+"-node-leak" {
+					continue
+				}
+				for _, rule := range g.(map[string]any)["rules"].([]any) {
+					rm := rule.(map[string]any)
+					sev, _, _ := unstructured.NestedString(rm, "labels", "severity")
+					got = append(got, fmt.Sprintf("%s %s %s: %s", rm["alert"], sev, rm["for"], rm["expr"]))
+				}
+			}
+			// Thresholds as integers, never 2e+06; the selector on both metrics.
+			want := []string{
+				`SandboxWebhookNodeMemoryCgroupsHigh ticket 1h: max by (instance) (node_cgroups_cgroups{subsys_name="memory",job="node-exporter"}) > 2000000`,
+				`SandboxWebhookNodeMemoryCgroupsHigh page 1h: max by (instance) (node_cgroups_cgroups{subsys_name="memory",job="node-exporter"}) > 3000000`,
+				`SandboxWebhookNodePercpuMemoryHigh ticket 1h: max by (instance) (node_memory_Percpu_bytes{job="node-exporter"}) > 0.5 * 1024^3`,
+				`SandboxWebhookNodePercpuMemoryHigh page 1h: max by (instance) (node_memory_Percpu_bytes{job="node-exporter"}) > 8 * 1024^3`,
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("node alerts:\n got %q\nwant %q", got, want)
+			}
+		},
+	}, {
+		name:   "node leak alerts off",
+		values: `prometheusRule: {enabled: true, nodeLeak: {enabled: false, memoryCgroupsWarning: 2, memoryCgroupsCritical: 1}}`,
+		check: func(t *testing.T, r *rendered) {
+			pr := one[*unstructured.Unstructured](t, r)
+			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			if len(groups) != 1 || groups[0].(map[string]any)["name"] != releaseName {
+				t.Errorf("groups = %v, want only the webhook's", groups)
+			}
+		},
+	}, {
 		name:   "PDB with maxUnavailable",
 		values: `podDisruptionBudget: {minAvailable: null, maxUnavailable: 1}`,
 		check: func(t *testing.T, r *rendered) {
@@ -807,6 +851,14 @@ func TestContradictoryValuesFail(t *testing.T) {
 		name:   "PDB that blocks every eviction",
 		values: `{replicaCount: 1}`,
 		want:   "podDisruptionBudget.minAvailable=1 with replicaCount=1 lets no replica be evicted, so node drains would hang; raise replicaCount, lower minAvailable or set podDisruptionBudget.enabled=false",
+	}, {
+		name:   "node memory cgroups warning at the critical threshold",
+		values: `{prometheusRule: {enabled: true, nodeLeak: {memoryCgroupsWarning: 100000}}}`,
+		want:   "prometheusRule.nodeLeak.memoryCgroupsWarning=100000 is not below memoryCgroupsCritical=100000: the warning would never come before the critical alert",
+	}, {
+		name:   "node percpu warning above the critical threshold",
+		values: `{prometheusRule: {enabled: true, nodeLeak: {percpuWarningGiB: 60}}}`,
+		want:   "prometheusRule.nodeLeak.percpuWarningGiB=60 is not below percpuCriticalGiB=50: the warning would never come before the critical alert",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -844,6 +896,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"policy file that is not yaml or json", `policies: {inline: {uv-cache.txt: "{}"}}`, []string{"uv-cache.txt"}},
 		{"selector operator", `webhook: {objectSelector: {matchExpressions: [{key: a, operator: Equals}]}}`, []string{"operator"}},
 		{"matchCondition without expression", `webhook: {matchConditions: [{name: a}]}`, []string{"expression"}},
+		{"node leak threshold as a string", `prometheusRule: {nodeLeak: {memoryCgroupsWarning: "50k"}}`, []string{"memoryCgroupsWarning"}},
+		{"node leak selector with braces", `prometheusRule: {nodeLeak: {selector: '{job="node"}'}}`, []string{"selector"}},
+		{"typo in nodeLeak", `prometheusRule: {nodeLeak: {percpuWarningGB: 20}}`, []string{"percpuWarningGB"}},
 		{"caBundle that is not base64", `{webhook: {caBundle: "-----BEGIN CERTIFICATE-----"}, certificates: {mode: existingSecret, existingSecret: {secretName: s}}}`, []string{"caBundle"}},
 	}
 	for _, tt := range tests {

@@ -21,8 +21,13 @@ import (
 const seriesList = "charts/monitoringtest/testdata/series.txt"
 
 // externalSeries are the series the rules or the dashboard query that serve
-// does not export: kube-state-metrics' (documented in values.yaml).
-var externalSeries = []string{"kube_deployment_status_replicas_available"}
+// does not export: kube-state-metrics' and node_exporter's (documented in
+// values.yaml).
+var externalSeries = []string{
+	"kube_deployment_status_replicas_available",
+	"node_cgroups_cgroups",
+	"node_memory_Percpu_bytes",
+}
 
 var (
 	promString   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)

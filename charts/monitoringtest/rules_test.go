@@ -1,5 +1,6 @@
 // Package monitoringtest checks the chart's PrometheusRule and Grafana dashboard
-// with Prometheus's own rule and PromQL parsers. It is a module of its own so
+// with Prometheus's own rule and PromQL parsers, and runs the alerts' unit tests
+// (testdata/rules_test.yaml) with its PromQL engine. It is a module of its own so
 // that the prometheus module stays out of the webhook's go.mod.
 package monitoringtest
 
@@ -12,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	prom "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 )
@@ -139,6 +142,9 @@ func TestRulesParse(t *testing.T) {
 	want := []string{
 		"SandboxWebhookAdmissionErrors", "SandboxWebhookLatencyNearTimeout", "SandboxWebhookReloadFailing",
 		"SandboxWebhookCertificateExpiring", "SandboxWebhookNoReadyReplica",
+		// The node alerts, each at a warning and a critical threshold.
+		"SandboxWebhookNodeMemoryCgroupsHigh", "SandboxWebhookNodeMemoryCgroupsHigh",
+		"SandboxWebhookNodePercpuMemoryHigh", "SandboxWebhookNodePercpuMemoryHigh",
 	}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v, want %v", alerts, want)
@@ -191,5 +197,101 @@ func TestSeries(t *testing.T) {
 	want := strings.Fields(string(b))
 	if !slices.Equal(got, want) {
 		t.Errorf("the queries select %v; %s lists %v (UPDATE_SERIES=1 rewrites it; the e2e suite checks each against a live /metrics)", got, seriesFile, want)
+	}
+}
+
+// TestDashboardThresholds keeps the threshold lines the dashboard draws equal
+// to the alerts' default thresholds: a panel whose thresholds are drawn as
+// lines shows one metric, and its steps above the base one are the values the
+// alerts on that metric compare it with (`expr > threshold`), in order.
+func TestDashboardThresholds(t *testing.T) {
+	rules, dashboard := render(t)
+	var rf rulefmt.RuleGroups
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatal(err)
+	}
+	engine := prom.NewEngine(prom.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, Parser: promql})
+	alertThresholds := map[string][]float64{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			e, err := promql.ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, ok := e.(*parser.BinaryExpr)
+			if !ok || b.Op != parser.GTR {
+				continue
+			}
+			names := metricNames(t, b.LHS.String())
+			if len(names) != 1 || len(metricNames(t, b.RHS.String())) != 0 {
+				continue
+			}
+			q, err := engine.NewInstantQuery(t.Context(), memStorage(nil), nil, b.RHS.String(), time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := q.Exec(t.Context())
+			s, ok := res.Value.(prom.Scalar)
+			if res.Err != nil || !ok {
+				t.Fatalf("%s: threshold %s: %v %v", r.Alert, b.RHS, res.Value, res.Err)
+			}
+			alertThresholds[names[0]] = append(alertThresholds[names[0]], s.V)
+		}
+	}
+
+	var d struct {
+		Panels []struct {
+			Title       string `json:"title"`
+			FieldConfig struct {
+				Defaults struct {
+					Custom struct {
+						ThresholdsStyle struct {
+							Mode string `json:"mode"`
+						} `json:"thresholdsStyle"`
+					} `json:"custom"`
+					Thresholds struct {
+						Steps []struct {
+							Value *float64 `json:"value"`
+						} `json:"steps"`
+					} `json:"thresholds"`
+				} `json:"defaults"`
+			} `json:"fieldConfig"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(dashboard, &d); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, p := range d.Panels {
+		def := p.FieldConfig.Defaults
+		if def.Custom.ThresholdsStyle.Mode != "line" {
+			continue
+		}
+		lines++
+		var names []string
+		for _, tg := range p.Targets {
+			names = append(names, metricNames(t, strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m"))...)
+		}
+		slices.Sort(names)
+		if names = slices.Compact(names); len(names) != 1 {
+			t.Errorf("panel %q draws threshold lines over %v; want one metric", p.Title, names)
+			continue
+		}
+		var got []float64
+		for _, s := range def.Thresholds.Steps {
+			if s.Value != nil {
+				got = append(got, *s.Value)
+			}
+		}
+		want := slices.Sorted(slices.Values(alertThresholds[names[0]]))
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("panel %q draws threshold lines at %v; the alerts on %s fire above %v", p.Title, got, names[0], want)
+		}
+	}
+	if lines == 0 {
+		t.Error("no panel draws threshold lines")
 	}
 }

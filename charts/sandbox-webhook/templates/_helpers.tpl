@@ -151,6 +151,15 @@ bad types. Included by every template so that any render fails the same way.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $leak := $v.prometheusRule.nodeLeak -}}
+{{- if and $v.prometheusRule.enabled $leak.enabled -}}
+{{- if ge (int64 $leak.memoryCgroupsWarning) (int64 $leak.memoryCgroupsCritical) -}}
+{{- fail (printf "prometheusRule.nodeLeak.memoryCgroupsWarning=%d is not below memoryCgroupsCritical=%d: the warning would never come before the critical alert" (int64 $leak.memoryCgroupsWarning) (int64 $leak.memoryCgroupsCritical)) -}}
+{{- end -}}
+{{- if ge (float64 $leak.percpuWarningGiB) (float64 $leak.percpuCriticalGiB) -}}
+{{- fail (printf "prometheusRule.nodeLeak.percpuWarningGiB=%v is not below percpuCriticalGiB=%v: the warning would never come before the critical alert" $leak.percpuWarningGiB $leak.percpuCriticalGiB) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
