@@ -129,6 +129,13 @@ NODE_E2E_TIMEOUT ?= 20m
 node-e2e: node-tools ## Run sandbox pods on a real node (containerd + kubelet, as root) and check what they get.
 	cd e2e && go test -tags nodee2e -count=1 -v -timeout $(NODE_E2E_TIMEOUT) ./node/
 
+CLUSTER_E2E_TIMEOUT ?= 40m
+
+.PHONY: cluster-e2e
+cluster-e2e: tools ## A single-node cluster in its own network and mount namespaces: the chart's webhook as pods, sandbox pods, creates through upgrades and failures (root; docs/cluster.md).
+	bash hack/node-tools.sh cluster
+	cd e2e && go test -tags nodee2e -count=1 -v -timeout $(CLUSTER_E2E_TIMEOUT) ./cluster/
+
 NODE_LEAK_PODS ?= 100
 NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv
 # memory (memory mode first) or disk.

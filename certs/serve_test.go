@@ -95,7 +95,7 @@ func TestServeSelfManaged(t *testing.T) {
 		"--cert-dir", filepath.Join(dir, "certs"),
 		"--bind-address", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(health),
-		"--shutdown-delay", "0s",
+		"--shutdown-delay", "0s", "--idle-drain", "0s",
 		"--namespace", f.ns, "--cert-secret", f.secret, "--webhook-config", f.mwc,
 		"--service-name", "sandbox-webhook", "--cert-extra-dns-name", "localhost",
 	}

@@ -105,6 +105,7 @@ func TestDefaultObjects(t *testing.T) {
 		"--log-level=info",
 		"--tls-min-version=1.3",
 		"--shutdown-delay=5s",
+		"--idle-drain=95s",
 		"--exclude-namespace=kube-system",
 		"--exclude-namespace=" + namespace,
 		"--cert-mode=cert-manager",
@@ -837,8 +838,12 @@ func TestContradictoryValuesFail(t *testing.T) {
 		want:   "podDisruptionBudget.enabled=true needs podDisruptionBudget.minAvailable or podDisruptionBudget.maxUnavailable",
 	}, {
 		name:   "grace period shorter than the drain",
-		values: `{terminationGracePeriodSeconds: 10, server: {shutdownDelaySeconds: 5}, webhook: {timeoutSeconds: 5}}`,
-		want:   "terminationGracePeriodSeconds=10 is shorter than the server's shutdown (server.shutdownDelaySeconds + webhook.timeoutSeconds + 5s = 15s): the kubelet would kill it while it still answers admissions",
+		values: `{terminationGracePeriodSeconds: 10, server: {shutdownDelaySeconds: 5, idleDrainSeconds: 0}, webhook: {timeoutSeconds: 5}}`,
+		want:   "terminationGracePeriodSeconds=10 is shorter than the server's shutdown (server.shutdownDelaySeconds + server.idleDrainSeconds + webhook.timeoutSeconds + 5s = 15s): the kubelet would kill it while it still answers admissions",
+	}, {
+		name:   "grace period shorter than the idle drain",
+		values: `{terminationGracePeriodSeconds: 30}`,
+		want:   "terminationGracePeriodSeconds=30 is shorter than the server's shutdown (server.shutdownDelaySeconds + server.idleDrainSeconds + webhook.timeoutSeconds + 5s = 110s): the kubelet would kill it while it still answers admissions",
 	}, {
 		name:   "empty objectSelector",
 		values: `{webhook: {objectSelector: {matchLabels: null}}}`,

@@ -7,6 +7,8 @@
 #   bin/etcd             go.etcd.io/etcd/server/v3
 #   bin/kubectl          only when asked for (the demo): hack/tools.sh kubectl
 #   bin/kubelet          only when asked for (make node-e2e): hack/tools.sh kubelet
+#   bin/kube-controller-manager, bin/kube-scheduler, bin/kube-proxy
+#                        only when asked for (make cluster-e2e)
 #   bin/k8s-1.NN/kube-apiserver
 #                        kube-apiserver@1.NN: an older minor of the e2e version
 #                        matrix, from its own module e2e/tools/k8s-1.NN (it
@@ -129,12 +131,12 @@ for name in "${names[@]}"; do
 		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/kube-apiserver ldflags=$kube_ldflags ;;
 	kubectl)
 		want=("$kube_version") pkg=k8s.io/kubernetes/cmd/kubectl ldflags=$kube_ldflags ;;
-	kubelet)
-		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/kubelet ldflags=$kube_ldflags ;;
+	kubelet | kube-controller-manager | kube-scheduler | kube-proxy)
+		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/$name ldflags=$kube_ldflags ;;
 	etcd)
 		want=("etcd Version: ${etcd_version#v}") pkg=go.etcd.io/etcd/server/v3 ldflags="-s -w" ;;
 	*)
-		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet kube-apiserver@1.NN)"
+		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet kube-controller-manager kube-scheduler kube-proxy kube-apiserver@1.NN)"
 		exit 2 ;;
 	esac
 	if reports "$bin/$out" "${want[@]}"; then

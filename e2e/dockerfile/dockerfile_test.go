@@ -188,6 +188,12 @@ func TestDockerfileStages(t *testing.T) {
 	if !slices.Equal(entrypoint, []string{binary}) || !slices.Equal(cmdArgs, []string{"serve"}) {
 		t.Errorf("ENTRYPOINT %q CMD %q, want exec form [%s] [serve]", entrypoint, cmdArgs, binary)
 	}
+	// The image make cluster-e2e writes without a Docker engine is this
+	// stage's: same user, entrypoint and command.
+	want := harness.WebhookImageConfig
+	if want["User"] != user || !slices.Equal(want["Entrypoint"].([]string), entrypoint) || !slices.Equal(want["Cmd"].([]string), cmdArgs) {
+		t.Errorf("harness.WebhookImageConfig %v; the Dockerfile's final stage has USER %q ENTRYPOINT %q CMD %q", want, user, entrypoint, cmdArgs)
+	}
 }
 
 // TestDockerfileBuildMatchesMakefile checks that the image is built exactly as

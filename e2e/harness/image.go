@@ -59,15 +59,82 @@ func WriteBusyboxImage(busybox, path string) error {
 		return err
 	}
 
-	layerDigest := digest(layer.Bytes())
+	return writeOCIArchive(path, NodeImage, "busybox", layer.Bytes(), map[string]any{
+		"Env": []string{"PATH=/bin"},
+		"Cmd": []string{"/bin/sleep", "2147483647"},
+	})
+}
+
+// WebhookImage is the name the cluster e2e gives the webhook's image.
+const WebhookImage = "localhost/sandbox-webhook:e2e"
+
+// WriteWebhookImage writes an OCI image archive of the webhook, as the
+// Dockerfile describes it, to path: the server binary at /sandbox-webhook
+// on an empty base with distroless/static's nonroot user (65532) in
+// /etc/passwd and a world-writable /tmp, run as that user, entrypoint
+// /sandbox-webhook, command serve (WebhookImageConfig; TestWebhookImage
+// holds it to the Dockerfile).
+func WriteWebhookImage(binary, path string) error {
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		return err
+	}
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	epoch := time.Unix(0, 0)
+	for _, d := range []struct {
+		name string
+		mode int64
+	}{{"etc/", 0o755}, {"tmp/", 0o1777}, {"home/", 0o755}, {"home/nonroot/", 0o700}} {
+		h := &tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, ModTime: epoch}
+		if d.name == "home/nonroot/" {
+			h.Uid, h.Gid = 65532, 65532
+		}
+		if err := lw.WriteHeader(h); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{"sandbox-webhook", 0o755, b},
+	} {
+		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
+			return err
+		}
+		if _, err := lw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := lw.Close(); err != nil {
+		return err
+	}
+	return writeOCIArchive(path, WebhookImage, "e2e", layer.Bytes(), WebhookImageConfig)
+}
+
+// WebhookImageConfig is the image configuration the Dockerfile's final
+// stage gives: its USER, ENTRYPOINT and CMD.
+var WebhookImageConfig = map[string]any{
+	"Env":        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+	"User":       "65532:65532",
+	"Entrypoint": []string{"/sandbox-webhook"},
+	"Cmd":        []string{"serve"},
+}
+
+// writeOCIArchive writes an OCI image archive (the layout `ctr images
+// import` reads) of one image, name, with one layer and the configuration
+// imageConfig, to path.
+func writeOCIArchive(path, name, ref string, layer []byte, imageConfig map[string]any) error {
+	layerDigest := digest(layer)
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
-		"config": map[string]any{
-			"Env": []string{"PATH=/bin"},
-			"Cmd": []string{"/bin/sleep", "2147483647"},
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+		"config":       imageConfig,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
 	if err != nil {
 		return err
@@ -76,7 +143,7 @@ func WriteBusyboxImage(busybox, path string) error {
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
 		"config":        descriptor("application/vnd.oci.image.config.v1+json", config),
-		"layers":        []any{descriptor("application/vnd.oci.image.layer.v1.tar", layer.Bytes())},
+		"layers":        []any{descriptor("application/vnd.oci.image.layer.v1.tar", layer)},
 	})
 	if err != nil {
 		return err
@@ -84,8 +151,8 @@ func WriteBusyboxImage(busybox, path string) error {
 	md := descriptor("application/vnd.oci.image.manifest.v1+json", manifest)
 	md["platform"] = map[string]string{"architecture": "amd64", "os": "linux"}
 	md["annotations"] = map[string]string{
-		"io.containerd.image.name":          NodeImage,
-		"org.opencontainers.image.ref.name": "busybox",
+		"io.containerd.image.name":          name,
+		"org.opencontainers.image.ref.name": ref,
 	}
 	index, err := json.Marshal(map[string]any{
 		"schemaVersion": 2,
@@ -98,13 +165,14 @@ func WriteBusyboxImage(busybox, path string) error {
 
 	var out bytes.Buffer
 	w := tar.NewWriter(&out)
+	epoch := time.Unix(0, 0)
 	files := []struct {
 		name string
 		data []byte
 	}{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", index},
-		{blobPath(layer.Bytes()), layer.Bytes()},
+		{blobPath(layer), layer},
 		{blobPath(config), config},
 		{blobPath(manifest), manifest},
 	}

@@ -72,6 +72,57 @@ func TestWriteBusyboxImage(t *testing.T) {
 	}
 }
 
+// TestWriteWebhookImage reads the webhook's image back: named
+// WebhookImage, configured as WebhookImageConfig (the Dockerfile's, per
+// TestDockerfileStages), the binary at /sandbox-webhook and the nonroot
+// user in /etc/passwd.
+func TestWriteWebhookImage(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sandbox-webhook")
+	if err := os.WriteFile(bin, []byte("not really the server"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "image.tar")
+	if err := WriteWebhookImage(bin, archive); err != nil {
+		t.Fatal(err)
+	}
+	files := readTar(t, mustRead(t, archive))
+	var index struct {
+		Manifests []struct {
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	mustUnmarshal(t, files["index.json"], &index)
+	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] != WebhookImage {
+		t.Fatalf("index.json: want one manifest named %s, got %+v", WebhookImage, index.Manifests)
+	}
+	var manifest struct {
+		Config struct{ Digest string }   `json:"config"`
+		Layers []struct{ Digest string } `json:"layers"`
+	}
+	mustUnmarshal(t, blob(t, files, index.Manifests[0].Digest), &manifest)
+	var config struct {
+		Config struct {
+			User       string
+			Entrypoint []string
+			Cmd        []string
+		} `json:"config"`
+	}
+	mustUnmarshal(t, blob(t, files, manifest.Config.Digest), &config)
+	c := config.Config
+	if c.User != WebhookImageConfig["User"] || !slices.Equal(c.Entrypoint, WebhookImageConfig["Entrypoint"].([]string)) || !slices.Equal(c.Cmd, WebhookImageConfig["Cmd"].([]string)) {
+		t.Errorf("image config %+v, want %v", c, WebhookImageConfig)
+	}
+	layer := readTar(t, blob(t, files, manifest.Layers[0].Digest))
+	if string(layer["sandbox-webhook"]) != "not really the server" {
+		t.Errorf("/sandbox-webhook: got %q", layer["sandbox-webhook"])
+	}
+	if !bytes.Contains(layer["etc/passwd"], []byte("nonroot:x:65532:65532:")) {
+		t.Errorf("/etc/passwd has no nonroot user: %q", layer["etc/passwd"])
+	}
+}
+
 func TestWriteBusyboxImageMissingBinary(t *testing.T) {
 	err := WriteBusyboxImage(filepath.Join(t.TempDir(), "none"), filepath.Join(t.TempDir(), "image.tar"))
 	if !errors.Is(err, os.ErrNotExist) {

@@ -5,6 +5,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,14 @@ type NodeOptions struct {
 	Busybox string
 	// Kubeconfig is the kubelet's kubeconfig.
 	Kubeconfig string
+	// NodeIP is the node's address (--node-ip); empty is 127.0.0.1.
+	NodeIP string
+	// CNIConfList, when set, is the pod network's CNI configuration
+	// (a .conflist), with the plugins in CNIBinDir. Without it pods run
+	// only with hostNetwork.
+	CNIConfList, CNIBinDir string
+	// Images are more OCI archives to import into containerd.
+	Images []string
 }
 
 // Node is containerd and a kubelet registered as a node, both local
@@ -145,6 +154,11 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 
 	// containerd, in a new private mount namespace with the kubelet's
 	// sysctls faked in it.
+	if o.CNIConfList != "" {
+		if err := os.WriteFile(filepath.Join(dir, "cni", "conf", "10-pods.conflist"), []byte(o.CNIConfList), 0o644); err != nil {
+			return n, err
+		}
+	}
 	cfg := filepath.Join(dir, "containerd", "config.toml")
 	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o644); err != nil {
 		return n, err
@@ -173,8 +187,10 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err := n.waitContainerd(ctx); err != nil {
 		return n, err
 	}
-	if out, err := n.Ctr(ctx, "images", "import", image); err != nil {
-		return n, fmt.Errorf("importing %s: %w\n%s", NodeImage, err, out)
+	for _, img := range append([]string{image}, o.Images...) {
+		if out, err := n.Ctr(ctx, "images", "import", img); err != nil {
+			return n, fmt.Errorf("importing %s: %w\n%s", img, err, out)
+		}
 	}
 
 	// The kubelet, in containerd's mount namespace.
@@ -194,7 +210,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		"--cert-dir", filepath.Join(dir, "kubelet", "pki"),
 		"--volume-plugin-dir", filepath.Join(dir, "kubelet", "plugins"),
 		"--hostname-override", o.Name,
-		"--node-ip", "127.0.0.1",
+		"--node-ip", cmp.Or(o.NodeIP, "127.0.0.1"),
 		"--v", "2",
 	)
 	if err != nil {
@@ -239,7 +255,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       conf_dir = %[9]q
 `, filepath.Join(d, "root"), filepath.Join(d, "state"), n.Socket, n.Socket+".ttrpc",
 		filepath.Join(d, "opt"), NodeImage, filepath.Join(d, "runc"),
-		filepath.Join(n.opts.Dir, "cni", "bin"), filepath.Join(n.opts.Dir, "cni", "conf"))
+		cmp.Or(n.opts.CNIBinDir, filepath.Join(n.opts.Dir, "cni", "bin")), filepath.Join(n.opts.Dir, "cni", "conf"))
 }
 
 func (n *Node) kubeletConfig(port, healthzPort int) string {
@@ -282,7 +298,12 @@ nodeStatusUpdateFrequency: 5s
 }
 
 func (n *Node) start(name string, args ...string) (*process, error) {
-	log, err := os.Create(filepath.Join(n.opts.Dir, "logs", name+".log"))
+	return startProcess(filepath.Join(n.opts.Dir, "logs", name+".log"), name, args...)
+}
+
+// startProcess starts a daemon with its output in logPath.
+func startProcess(logPath, name string, args ...string) (*process, error) {
+	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}

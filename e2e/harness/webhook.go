@@ -95,6 +95,9 @@ func (w *Webhook) Args() []string {
 		"--port", strconv.Itoa(w.Port),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", w.MetricsPort),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", w.HealthPort),
+		// Stops in tests are bounded by Stop's 30 s; the idle drain's own
+		// test is TestIdleDrain.
+		"--idle-drain", "1s",
 	}
 	for _, p := range o.Policies {
 		args = append(args, "--policy", p)

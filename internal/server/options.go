@@ -74,6 +74,10 @@ type Options struct {
 	// ready and with keep-alive off, after it was told to stop and before
 	// it closes its listener and drains: time for the endpoints to drop it.
 	ShutdownDelay time.Duration
+	// IdleDrain is how long, after the delay, the server leaves clients to
+	// close their keep-alive connections before closing the idle ones
+	// itself; the API server closes an idle one after 90 s.
+	IdleDrain time.Duration
 
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
@@ -152,8 +156,8 @@ func (o *Options) complete() error {
 	case o.MaxInFlight < 0:
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be positive", o.MaxInFlight))
 	}
-	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 {
-		errs = append(errs, errors.New("--read-timeout, --write-timeout and --shutdown-delay must not be negative"))
+	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 || o.IdleDrain < 0 {
+		errs = append(errs, errors.New("--read-timeout, --write-timeout, --shutdown-delay and --idle-drain must not be negative"))
 	}
 	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != "" && o.MetricsBindAddress == o.HealthProbeBindAddress {
 		errs = append(errs, fmt.Errorf("--metrics-bind-address and --health-probe-bind-address are both %q", o.MetricsBindAddress))

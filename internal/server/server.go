@@ -32,6 +32,7 @@ import (
 // Run serves admissions until ctx ends, then shuts down gracefully: it turns
 // not ready and answers with "Connection: close" at once, keeps answering for
 // ShutdownDelay, then stops the manager, which closes the webhook listener,
+// leaves clients up to IdleDrain to close their keep-alive connections,
 // waits for in-flight reviews to be answered (up to drainTimeout) and closes
 // the remaining connections.
 func Run(ctx context.Context, o Options) error {
@@ -114,12 +115,12 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		Host:    o.BindAddress,
 		Port:    o.Port,
 		TLSOpts: []func(*tls.Config){s.tlsConfig},
-	}, httpErrorLog(o.Logger))
+	}, httpErrorLog(o.Logger), o.IdleDrain)
 	metricsAddress := o.MetricsBindAddress
 	if metricsAddress == "" {
 		metricsAddress = "0"
 	}
-	grace := drainTimeout + 10*time.Second
+	grace := o.IdleDrain + drainTimeout + 10*time.Second
 	mgr, err := manager.New(o.RESTConfig, manager.Options{
 		Logger:  o.Logger,
 		Metrics: metricsserver.Options{BindAddress: metricsAddress},

@@ -208,3 +208,51 @@ func TestShutdownDelay(t *testing.T) {
 		t.Error("the webhook port still accepts connections after Run returned")
 	}
 }
+
+// TestIdleDrain: after the listener closes, a keep-alive connection the
+// client holds idle stays open for --idle-drain, so a request the client
+// sends on it is answered (with "Connection: close") rather than meeting a
+// connection the server closed: the API server does not retry an admission
+// POST that meets one (EOF, broken pipe; make cluster-e2e saw it during a
+// rollout). Run returns once the client has closed its connections.
+func TestIdleDrain(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) { o.IdleDrain = time.Minute })
+	e.start(nil)
+	e.waitReady()
+	client := e.newClient(false)
+	if m := e.marker(client); m != "a" {
+		t.Fatal(m)
+	}
+	// The connection now sits idle in the client's pool.
+	e.cancel()
+	eventually(t, "the listener to close", func() bool {
+		c, err := tls.Dial("tcp", e.webhookAddr(), &tls.Config{RootCAs: e.ca.pool})
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	var reused bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "idle", "sandboxes", sandboxPod))))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("a request on the idle keep-alive connection after the listener closed: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close || !reused {
+		t.Errorf("HTTP %d, Connection: close = %v, on the idle connection = %v; want 200, true, true", resp.StatusCode, resp.Close, reused)
+	}
+	select {
+	case err := <-e.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return once the client closed its last connection")
+	}
+	e.cancel = nil
+}

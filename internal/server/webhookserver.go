@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -31,13 +32,19 @@ const readHeaderTimeout = 10 * time.Second
 // 1 MiB of headers per connection and 32 s to send them, so a few hundred
 // connections pin hundreds of MiB. The rest is the same: TLS from TLSOpts
 // (GetCertificate is required), the started check, and on ctx's end a
-// graceful shutdown that waits up to drainTimeout for requests in flight. It
-// is the manager's WebhookServer.
+// graceful shutdown that waits up to drainTimeout for requests in flight,
+// after an idle drain of its own (see Start). It is the manager's
+// WebhookServer.
 type webhookServer struct {
 	*webhook.DefaultServer
 	// errorLog receives the http.Server's own errors (failed handshakes,
 	// oversized heads): one line per bad connection.
 	errorLog *log.Logger
+
+	// idleDrain is how long, after ctx ends and the listener closes, the
+	// server leaves clients to close their keep-alive connections before it
+	// closes the ones still idle (Options.IdleDrain).
+	idleDrain time.Duration
 
 	mu      sync.Mutex
 	started bool
@@ -45,8 +52,8 @@ type webhookServer struct {
 
 var _ webhook.Server = (*webhookServer)(nil)
 
-func newWebhookServer(o webhook.Options, errorLog *log.Logger) *webhookServer {
-	return &webhookServer{DefaultServer: webhook.NewServer(o).(*webhook.DefaultServer), errorLog: errorLog}
+func newWebhookServer(o webhook.Options, errorLog *log.Logger, idleDrain time.Duration) *webhookServer {
+	return &webhookServer{DefaultServer: webhook.NewServer(o).(*webhook.DefaultServer), errorLog: errorLog, idleDrain: idleDrain}
 }
 
 func (s *webhookServer) addr() string {
@@ -70,18 +77,47 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook server: %w", err)
 	}
+	// Requests answered while the server drains keep their context: the
+	// end of ctx stops accepting, not the reviews already taken on.
+	base := context.WithoutCancel(ctx)
 	srv := &http.Server{
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return base },
 		Handler:           mux,
 		ErrorLog:          s.errorLog,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       90 * time.Second, // the keep-alive timeout of Go's http.DefaultTransport
+		// Longer than the API server's keep-alive timeout (90 s, Go's
+		// http.DefaultTransport's): the client closes an idle connection
+		// first, so a request never meets one this server closed.
+		IdleTimeout: 120 * time.Second,
+	}
+	// The connections open, for the idle drain.
+	var open atomic.Int64
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
 	}
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
 		<-ctx.Done()
+		// Stop accepting, then leave the clients idleDrain to close their
+		// keep-alive connections: the API server calls webhooks over
+		// HTTP/1.1, where a server closing an idle connection races with
+		// the client sending a request on it, and the API server does not
+		// retry an admission POST that meets the closed connection (EOF,
+		// broken pipe). A connection the client uses meanwhile gets
+		// "Connection: close" (guard); an idle one the API server closes
+		// itself after 90 s. What is left after idleDrain is closed.
+		_ = l.Close()
+		deadline := time.Now().Add(s.idleDrain)
+		for open.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
@@ -89,7 +125,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.started = true
 	s.mu.Unlock()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	<-closed

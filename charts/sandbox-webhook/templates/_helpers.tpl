@@ -133,9 +133,9 @@ bad types. Included by every template so that any render fails the same way.
 {{- if and (not $v.webhook.allowEmptyObjectSelector) (not $objectSelector.matchLabels) (not $objectSelector.matchExpressions) -}}
 {{- fail "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean" -}}
 {{- end -}}
-{{- $drain := add $v.server.shutdownDelaySeconds $v.webhook.timeoutSeconds 5 -}}
+{{- $drain := add $v.server.shutdownDelaySeconds $v.server.idleDrainSeconds $v.webhook.timeoutSeconds 5 -}}
 {{- if lt (int $v.terminationGracePeriodSeconds) (int $drain) -}}
-{{- fail (printf "terminationGracePeriodSeconds=%d is shorter than the server's shutdown (server.shutdownDelaySeconds + webhook.timeoutSeconds + 5s = %ds): the kubelet would kill it while it still answers admissions" (int $v.terminationGracePeriodSeconds) (int $drain)) -}}
+{{- fail (printf "terminationGracePeriodSeconds=%d is shorter than the server's shutdown (server.shutdownDelaySeconds + server.idleDrainSeconds + webhook.timeoutSeconds + 5s = %ds): the kubelet would kill it while it still answers admissions" (int $v.terminationGracePeriodSeconds) (int $drain)) -}}
 {{- end -}}
 {{- if $v.podDisruptionBudget.enabled -}}
 {{- $pdb := $v.podDisruptionBudget -}}

@@ -159,7 +159,7 @@ func (w webhookProcess) args(port, health, metrics int) []string {
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", health),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metrics),
 		"--exclude-namespace", "sandbox-webhook",
-		"--shutdown-delay", "0s",
+		"--shutdown-delay", "0s", "--idle-drain", "0s",
 	}
 }
 

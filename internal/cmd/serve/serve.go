@@ -57,6 +57,7 @@ type flagValues struct {
 	readTimeout        time.Duration
 	writeTimeout       time.Duration
 	shutdownDelay      time.Duration
+	idleDrain          time.Duration
 	reloadInterval     time.Duration
 }
 
@@ -90,9 +91,11 @@ cache synced, not shutting down) and /status (JSON: the serving policy set and
 the errors of the last rejected reload). Metrics port: /metrics.
 
 On SIGTERM the server turns not ready and closes keep-alive connections after
-each response, keeps answering for --shutdown-delay, then stops accepting and
-drains in-flight requests; a second signal exits at once. Request heads must
-arrive within 10s and idle keep-alive connections close after 90s.`,
+each response, keeps answering for --shutdown-delay, then stops accepting,
+leaves clients up to --idle-drain to close their idle connections and drains
+in-flight requests; a second signal exits at once. Request heads must arrive
+within 10s and idle keep-alive connections close after 120s, after the API
+server's own 90s, so that the client closes them.`,
 		Example: `  sandbox-webhook serve --policy /etc/sandbox-webhook/policies --cert-dir /tls \
       --leak-mitigation-file /etc/sandbox-webhook/policies/leakMitigation`,
 		Args:         cobra.NoArgs,
@@ -157,6 +160,7 @@ arrive within 10s and idle keep-alive connections close after 90s.`,
 	fs.DurationVar(&v.readTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
 	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
 	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
+	fs.DurationVar(&v.idleDrain, "idle-drain", 95*time.Second, "after --shutdown-delay, how long clients may take to close idle keep-alive connections")
 	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
 	certificateFlags(fs, certOpts)
 	return cmd
@@ -178,6 +182,7 @@ func (v *flagValues) options(fs *pflag.FlagSet) (server.Options, error) {
 		ReadTimeout:            v.readTimeout,
 		WriteTimeout:           v.writeTimeout,
 		ShutdownDelay:          v.shutdownDelay,
+		IdleDrain:              v.idleDrain,
 		MetricsBindAddress:     v.metricsAddress,
 		HealthProbeBindAddress: v.healthAddress,
 	}
