@@ -32,7 +32,7 @@ func main() {
 		err = guest()
 		fmt.Fprintf(os.Stdout, "kl-done,%v\n", err)
 		syscall.Sync()
-		syscall.Reboot(syscall.LINUX_REBOOT_CMD_POWER_OFF)
+		_ = syscall.Reboot(syscall.LINUX_REBOOT_CMD_POWER_OFF)
 	case len(os.Args) > 1 && os.Args[1] == "write":
 		err = writeMain(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "churn":
@@ -131,7 +131,7 @@ func guest() error {
 	if err != nil {
 		return fmt.Errorf("mount /dev/vda: %w", err)
 	}
-	defer syscall.Unmount("/node", 0)
+	defer func() { _ = syscall.Unmount("/node", 0) }()
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		return err
