@@ -236,7 +236,7 @@ func evictReplicas(ctx context.Context) error {
 		return fmt.Errorf("evicting %s: %w", pods[0].Name, err)
 	}
 	if err := evict(pods[1].Name); !apierrors.IsTooManyRequests(err) {
-		return fmt.Errorf("evicting the second replica %s right after the first: %v, want 429 from the PodDisruptionBudget", pods[1].Name, err)
+		return fmt.Errorf("evicting the second replica %s right after the first: %w, want 429 from the PodDisruptionBudget", pods[1].Name, err)
 	}
 	return waitReplaced(ctx, pods[0].Name)
 }

@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -115,7 +116,7 @@ func run(m *testing.M) (int, error) {
 		stopErr = fmt.Errorf("%w; left behind:\n  %s", stopErr, strings.Join(left, "\n  "))
 	}
 	if err == nil && (stopErr != nil || lerr != nil) {
-		err = fmt.Errorf("stopping the cluster: %v %v", stopErr, lerr)
+		err = fmt.Errorf("stopping the cluster: %w", errors.Join(stopErr, lerr))
 	}
 	return code, err
 }
