@@ -70,10 +70,10 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	@set -e; for m in . $(TEST_MODULES); do (cd $$m && go mod tidy -diff) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	go vet ./...
 	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
-	cd e2e && go vet -tags nodee2e ./node/ ./harness/
+	cd e2e && go vet -tags nodee2e ./node/ ./cluster/ ./harness/
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
-	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./harness/
+	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
 
 BENCH_OUT   ?= $(CURDIR)/_output/bench
 BENCH_COUNT ?= 3
