@@ -25,29 +25,7 @@ func TestWriteBusyboxImage(t *testing.T) {
 	if err := WriteBusyboxImage(bb, archive); err != nil {
 		t.Fatal(err)
 	}
-	files := readTar(t, mustRead(t, archive))
-	for name, data := range files {
-		if d, ok := bytes.CutPrefix([]byte(name), []byte("blobs/sha256/")); ok && len(d) > 0 {
-			if got := digest(data); got != "sha256:"+string(d) {
-				t.Errorf("blob %s has digest %s", name, got)
-			}
-		}
-	}
-	var index struct {
-		Manifests []struct {
-			Digest      string            `json:"digest"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"manifests"`
-	}
-	mustUnmarshal(t, files["index.json"], &index)
-	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] != NodeImage {
-		t.Fatalf("index.json: want one manifest named %s, got %+v", NodeImage, index.Manifests)
-	}
-	var manifest struct {
-		Config struct{ Digest string }   `json:"config"`
-		Layers []struct{ Digest string } `json:"layers"`
-	}
-	mustUnmarshal(t, blob(t, files, index.Manifests[0].Digest), &manifest)
+	files, manifest := readImage(t, archive, NodeImage)
 	var config struct {
 		Config struct{ Cmd []string } `json:"config"`
 		RootFS struct {
@@ -86,22 +64,7 @@ func TestWriteWebhookImage(t *testing.T) {
 	if err := WriteWebhookImage(bin, archive); err != nil {
 		t.Fatal(err)
 	}
-	files := readTar(t, mustRead(t, archive))
-	var index struct {
-		Manifests []struct {
-			Digest      string            `json:"digest"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"manifests"`
-	}
-	mustUnmarshal(t, files["index.json"], &index)
-	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] != WebhookImage {
-		t.Fatalf("index.json: want one manifest named %s, got %+v", WebhookImage, index.Manifests)
-	}
-	var manifest struct {
-		Config struct{ Digest string }   `json:"config"`
-		Layers []struct{ Digest string } `json:"layers"`
-	}
-	mustUnmarshal(t, blob(t, files, index.Manifests[0].Digest), &manifest)
+	files, manifest := readImage(t, archive, WebhookImage)
 	var config struct {
 		Config struct {
 			User       string
@@ -121,6 +84,40 @@ func TestWriteWebhookImage(t *testing.T) {
 	if !bytes.Contains(layer["etc/passwd"], []byte("nonroot:x:65532:65532:")) {
 		t.Errorf("/etc/passwd has no nonroot user: %q", layer["etc/passwd"])
 	}
+}
+
+// imageManifest is the part of an OCI manifest the tests read.
+type imageManifest struct {
+	Config struct{ Digest string }   `json:"config"`
+	Layers []struct{ Digest string } `json:"layers"`
+}
+
+// readImage reads an image archive as `ctr images import` would: every
+// blob under its digest, index.json naming one manifest as name, and that
+// manifest.
+func readImage(t *testing.T, archive, name string) (map[string][]byte, imageManifest) {
+	t.Helper()
+	files := readTar(t, mustRead(t, archive))
+	for file, data := range files {
+		if d, ok := bytes.CutPrefix([]byte(file), []byte("blobs/sha256/")); ok && len(d) > 0 {
+			if got := digest(data); got != "sha256:"+string(d) {
+				t.Errorf("blob %s has digest %s", file, got)
+			}
+		}
+	}
+	var index struct {
+		Manifests []struct {
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	mustUnmarshal(t, files["index.json"], &index)
+	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] != name {
+		t.Fatalf("index.json: want one manifest named %s, got %+v", name, index.Manifests)
+	}
+	var manifest imageManifest
+	mustUnmarshal(t, blob(t, files, index.Manifests[0].Digest), &manifest)
+	return files, manifest
 }
 
 func TestWriteBusyboxImageMissingBinary(t *testing.T) {
