@@ -107,13 +107,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 	shuttingDown.Store(true)
 	e.cancel()
-	eventually(t, "the listener to close", func() bool {
-		c, err := tls.Dial("tcp", e.webhookAddr(), &tls.Config{RootCAs: e.ca.pool})
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	eventually(t, "the listener to close", e.listenerClosed)
 	select {
 	case err := <-e.done:
 		t.Fatalf("Run returned (%v) while %d reviews were in flight", err, blocked)
@@ -225,13 +219,7 @@ func TestIdleDrain(t *testing.T) {
 	}
 	// The connection now sits idle in the client's pool.
 	e.cancel()
-	eventually(t, "the listener to close", func() bool {
-		c, err := tls.Dial("tcp", e.webhookAddr(), &tls.Config{RootCAs: e.ca.pool})
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	eventually(t, "the listener to close", e.listenerClosed)
 	var reused bool
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
@@ -255,4 +243,13 @@ func TestIdleDrain(t *testing.T) {
 		t.Fatal("Run did not return once the client closed its last connection")
 	}
 	e.cancel = nil
+}
+
+// listenerClosed reports whether the webhook port refuses a TLS handshake.
+func (e *testEnv) listenerClosed() bool {
+	c, err := tls.Dial("tcp", e.webhookAddr(), &tls.Config{RootCAs: e.ca.pool})
+	if err == nil {
+		c.Close()
+	}
+	return err != nil
 }
