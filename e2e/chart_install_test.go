@@ -727,7 +727,8 @@ type deployment struct {
 // arguments point at those, $POD_NAMESPACE becomes --namespace, and the
 // process authenticates with a token of the Deployment's ServiceAccount, so it
 // holds exactly the chart's RBAC. It listens on loopback ports, the webhook on
-// port; --shutdown-delay is cut to 200ms (nothing is admitted while it stops)
+// port; --shutdown-delay is cut to 200ms and --idle-drain to 1s (nothing is
+// admitted while it stops)
 // and extra arguments are appended. It is stopped when the test ends, cleanly.
 func (r *chartRelease) runDeployment(t *testing.T, port int, extra ...string) *deployment {
 	t.Helper()
@@ -817,7 +818,7 @@ func (r *chartRelease) runDeployment(t *testing.T, port int, extra ...string) *d
 		}
 		o.Args = append(o.Args, "--namespace="+r.namespace)
 	}
-	o.Args = append(append(o.Args, "--shutdown-delay=200ms"), extra...)
+	o.Args = append(append(o.Args, "--shutdown-delay=200ms", "--idle-drain=1s"), extra...)
 	o.Kubeconfig = serviceAccountKubeconfig(t, r.namespace, spec.ServiceAccountName, filepath.Join(dir, "kubeconfig"))
 
 	d := &deployment{logPath: filepath.Join(dir, "webhook.log")}
