@@ -728,8 +728,8 @@ type deployment struct {
 // process authenticates with a token of the Deployment's ServiceAccount, so it
 // holds exactly the chart's RBAC. It listens on loopback ports, the webhook on
 // port; --shutdown-delay is cut to 200ms and --idle-drain to 1s (nothing is
-// admitted while it stops)
-// and extra arguments are appended. It is stopped when the test ends, cleanly.
+// admitted while it stops) and extra arguments are appended. It is stopped
+// when the test ends, cleanly.
 func (r *chartRelease) runDeployment(t *testing.T, port int, extra ...string) *deployment {
 	t.Helper()
 	ctx := t.Context()
