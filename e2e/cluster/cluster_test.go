@@ -5,20 +5,18 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
-
-func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
 
 // TestWebhookRunsAsPods: the chart's Deployment runs the image built here
 // as two pods that became Ready through their probes, as the chart's
@@ -88,10 +86,7 @@ func TestSandboxDeployment(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "sandbox"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "sandbox", Image: harness.NodeImage, Command: []string{"sleep", "3600"},
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resourceMust("64Mi")}},
-				}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{sandboxContainer()}},
 			},
 		},
 	}
@@ -150,7 +145,7 @@ func podMemoryLimit(p *corev1.Pod) (int64, error) {
 	for _, qos := range []string{"burstable/", "besteffort/", ""} {
 		f := suite.cluster.Node.Cgroup("memory", "kubepods/"+qos+"pod"+string(p.UID)) + "/memory.limit_in_bytes"
 		var v int64
-		if b, err := readFile(f); err == nil {
+		if b, err := os.ReadFile(f); err == nil {
 			if _, err := fmt.Sscan(string(b), &v); err == nil {
 				return v, nil
 			}

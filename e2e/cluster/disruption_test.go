@@ -32,8 +32,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
-
 // createsPerSecond is the steady stream of sandbox pod creates the
 // disruptions run under.
 const createsPerSecond = 20

@@ -24,6 +24,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -235,10 +236,16 @@ func loadPod(ns string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "load-", Namespace: ns, Labels: map[string]string{"app": "sandbox", "load": "true"}},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{"cluster-e2e.sandbox-webhook.io/never": "true"},
-			Containers: []corev1.Container{{
-				Name: "sandbox", Image: harness.NodeImage, Command: []string{"sleep", "3600"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resourceMust("64Mi")}},
-			}},
+			Containers:   []corev1.Container{sandboxContainer()},
 		},
+	}
+}
+
+// sandboxContainer is the one container of the test's sandbox pods: it
+// sleeps, with a memory request of its own.
+func sandboxContainer() corev1.Container {
+	return corev1.Container{
+		Name: "sandbox", Image: harness.NodeImage, Command: []string{"sleep", "3600"},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
 	}
 }
