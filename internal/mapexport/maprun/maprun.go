@@ -8,10 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
@@ -20,15 +17,15 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 )
 
 var (
-	podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
-	podGVR = corev1.SchemeGroupVersion.WithResource("pods")
+	podGVK  = corev1.SchemeGroupVersion.WithKind("Pod")
+	podGVR  = corev1.SchemeGroupVersion.WithResource("pods")
+	objects = admission.NewObjectInterfacesFromScheme(clientgoscheme.Scheme)
 )
 
 // Compiled are exported policies compiled for Run.
@@ -38,21 +35,16 @@ type Compiled struct {
 
 type compiledPolicy struct {
 	mapexport.Exported
-	compiler  *plugincel.CompositedCompiler
-	matcher   matchconditions.Matcher // nil without match conditions
-	patchers  []patch.Patcher
-	objects   admission.ObjectInterfaces
-	converter managedfields.TypeConverter
+	compiler *plugincel.CompositedCompiler
+	matcher  matchconditions.Matcher // nil without match conditions
+	patchers []patch.Patcher
 }
 
 // Compile compiles exported policies with the apiserver's own
 // MutatingAdmissionPolicy code (k8s.io/apiserver's CEL compiler, match
-// conditions and ApplyConfiguration and JSONPatch patchers), in the CEL
-// environment in which a 1.36 apiserver accepts new policies.
+// conditions and JSONPatch patcher, the only patch type mapexport writes),
+// in the CEL environment in which a 1.36 apiserver accepts new policies.
 func Compile(exported []mapexport.Exported) (*Compiled, error) {
-	scheme := clientgoscheme.Scheme
-	objects := admission.NewObjectInterfacesFromScheme(scheme)
-	converter := applyconfigurations.NewTypeConverter(scheme)
 	c := &Compiled{}
 	for _, e := range exported {
 		p := e.Policy
@@ -60,7 +52,7 @@ func Compile(exported []mapexport.Exported) (*Compiled, error) {
 		if err != nil {
 			return nil, err
 		}
-		cp := compiledPolicy{Exported: e, compiler: compiler, objects: objects, converter: converter}
+		cp := compiledPolicy{Exported: e, compiler: compiler}
 		opts := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 		for _, v := range p.Spec.Variables {
 			r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
@@ -69,37 +61,47 @@ func Compile(exported []mapexport.Exported) (*Compiled, error) {
 			}
 		}
 		if len(p.Spec.MatchConditions) > 0 {
-			var acc []plugincel.ExpressionAccessor
-			for i := range p.Spec.MatchConditions {
-				acc = append(acc, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i]))
-			}
-			cond := compiler.CompileCondition(acc, opts, environment.NewExpressions)
-			if errs := cond.CompilationErrors(); len(errs) > 0 {
-				return nil, fmt.Errorf("%s: match conditions: %w", p.Name, errors.Join(errs...))
+			cond, err := compileConditions(compiler, p.Spec.MatchConditions, opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s: match conditions: %w", p.Name, err)
 			}
 			cp.matcher = matchconditions.NewMatcher(cond, p.Spec.FailurePolicy, "policy", "mutate", p.Name)
 		}
-		popts := opts
-		popts.HasPatchTypes = true
+		opts.HasPatchTypes = true
 		for i, m := range p.Spec.Mutations {
-			var eval plugincel.MutatingEvaluator
-			switch m.PatchType {
-			case admissionregistrationv1.PatchTypeJSONPatch:
-				eval = compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, popts, environment.NewExpressions)
-				cp.patchers = append(cp.patchers, patch.NewJSONPatcher(eval))
-			case admissionregistrationv1.PatchTypeApplyConfiguration:
-				eval = compiler.CompileMutatingEvaluator(&patch.ApplyConfigurationCondition{Expression: m.ApplyConfiguration.Expression}, popts, environment.NewExpressions)
-				cp.patchers = append(cp.patchers, patch.NewApplyConfigurationPatcher(eval))
-			default:
+			if m.PatchType != admissionregistrationv1.PatchTypeJSONPatch {
 				return nil, fmt.Errorf("%s: mutation %d: unsupported patchType %q", p.Name, i, m.PatchType)
 			}
+			eval := compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, opts, environment.NewExpressions)
 			if errs := eval.CompilationErrors(); len(errs) > 0 {
 				return nil, fmt.Errorf("%s: mutation %d: %w", p.Name, i, errors.Join(errs...))
 			}
+			cp.patchers = append(cp.patchers, patch.NewJSONPatcher(eval))
 		}
 		c.policies = append(c.policies, cp)
 	}
 	return c, nil
+}
+
+// compileConditions compiles match conditions with the apiserver's matcher
+// code.
+func compileConditions(compiler *plugincel.CompositedCompiler, conds []admissionregistrationv1.MatchCondition, opts plugincel.OptionalVariableDeclarations) (plugincel.ConditionEvaluator, error) {
+	acc := make([]plugincel.ExpressionAccessor, len(conds))
+	for i := range conds {
+		acc[i] = (*matchconditions.MatchCondition)(&conds[i])
+	}
+	cond := compiler.CompileCondition(acc, opts, environment.NewExpressions)
+	return cond, errors.Join(cond.CompilationErrors()...)
+}
+
+// createAttributes are the admission attributes of a CREATE of pod in
+// namespace ns by userName.
+func createAttributes(pod *corev1.Pod, ns *corev1.Namespace, userName string) *admission.VersionedAttributes {
+	obj := pod.DeepCopy()
+	obj.SetGroupVersionKind(podGVK)
+	attr := admission.NewAttributesRecord(obj, nil, podGVK, ns.Name, pod.Name, podGVR, "",
+		admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: userName})
+	return &admission.VersionedAttributes{Attributes: attr, VersionedKind: podGVK, VersionedObject: admission.NewLazyObject(obj.DeepCopy())}
 }
 
 // Run runs the policies, in order, on a pod CREATE in namespace ns, as the
@@ -127,9 +129,7 @@ func (p *compiledPolicy) run(ctx context.Context, pod *corev1.Pod, ns *corev1.Na
 			return pod, err
 		}
 	}
-	attr := admission.NewAttributesRecord(pod.DeepCopy(), nil, podGVK, ns.Name, pod.Name, podGVR, "",
-		admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "sandbox-webhook-offline"})
-	va := &admission.VersionedAttributes{Attributes: attr, VersionedKind: podGVK, VersionedObject: admission.NewLazyObject(pod.DeepCopy())}
+	va := createAttributes(pod, ns, "sandbox-webhook-offline")
 	if p.matcher != nil {
 		r := p.matcher.Match(p.compiler.CreateContext(ctx), va, nil, nil)
 		if r.Error != nil {
@@ -143,22 +143,14 @@ func (p *compiledPolicy) run(ctx context.Context, pod *corev1.Pod, ns *corev1.Na
 		obj, err := patcher.Patch(p.compiler.CreateContext(ctx), patch.Request{
 			MatchedResource:     podGVR,
 			VersionedAttributes: va,
-			ObjectInterfaces:    p.objects,
+			ObjectInterfaces:    objects,
 			Namespace:           ns,
-			TypeConverter:       p.converter,
 		}, celconfig.RuntimeCELCostBudget)
 		if err != nil {
 			return nil, fmt.Errorf("mutation %d: %w", i, err)
 		}
-		next := &corev1.Pod{}
-		switch o := obj.(type) {
-		case *corev1.Pod:
-			next = o
-		case *unstructured.Unstructured:
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, next); err != nil {
-				return nil, fmt.Errorf("mutation %d: %w", i, err)
-			}
-		default:
+		next, ok := obj.(*corev1.Pod)
+		if !ok {
 			return nil, fmt.Errorf("mutation %d: unexpected result %T", i, obj)
 		}
 		next.SetGroupVersionKind(podGVK)
