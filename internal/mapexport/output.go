@@ -32,40 +32,30 @@ func WriteYAML(w io.Writer, exported []Exported, gaps []Gap, sources []string) e
 	if len(exported) == 0 {
 		b.WriteString("#\n# No policy to export.\n")
 	}
-	first := true
-	for _, e := range exported {
-		for _, obj := range []any{e.Policy, e.Binding} {
-			m, err := objectMap(obj)
-			if err != nil {
-				return err
-			}
-			out, err := yaml.Marshal(m)
-			if err != nil {
-				return err
-			}
-			if !first {
-				b.WriteString("---\n")
-			}
-			first = false
-			b.Write(out)
-		}
+	objs, err := objectMaps(exported)
+	if err != nil {
+		return err
 	}
-	_, err := io.WriteString(w, b.String())
+	for i, m := range objs {
+		out, err := yaml.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(out)
+	}
+	_, err = io.WriteString(w, b.String())
 	return err
 }
 
 // WriteJSON writes the exported objects as a v1 List; a partial export's
 // gaps are in each policy's GapsAnnotation.
 func WriteJSON(w io.Writer, exported []Exported) error {
-	items := []any{}
-	for _, e := range exported {
-		for _, obj := range []any{e.Policy, e.Binding} {
-			m, err := objectMap(obj)
-			if err != nil {
-				return err
-			}
-			items = append(items, m)
-		}
+	items, err := objectMaps(exported)
+	if err != nil {
+		return err
 	}
 	b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
 	if err != nil {
@@ -75,19 +65,25 @@ func WriteJSON(w io.Writer, exported []Exported) error {
 	return err
 }
 
-// objectMap returns obj as generic JSON data without the empty
-// creationTimestamp a typed object always encodes.
-func objectMap(obj any) (map[string]any, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
+// objectMaps returns each policy and its binding as generic JSON data,
+// without the empty creationTimestamp a typed object always encodes.
+func objectMaps(exported []Exported) ([]map[string]any, error) {
+	out := []map[string]any{}
+	for _, e := range exported {
+		for _, obj := range []any{e.Policy, e.Binding} {
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return nil, err
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, err
+			}
+			if md, ok := m["metadata"].(map[string]any); ok {
+				delete(md, "creationTimestamp")
+			}
+			out = append(out, m)
+		}
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	return m, nil
+	return out, nil
 }
