@@ -3,6 +3,7 @@ package mapexport
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -37,13 +38,18 @@ func str(s string) string {
 	return b.String()
 }
 
+// each returns f of every element of xs.
+func each[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
 // strList returns ss as a CEL list of string literals.
 func strList(ss []string) string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = str(s)
-	}
-	return "[" + strings.Join(out, ", ") + "]"
+	return "[" + strings.Join(each(ss, str), ", ") + "]"
 }
 
 // jsonText returns s JSON-encoded exactly as encoding/json writes it inside a
@@ -63,22 +69,14 @@ func or(conds ...string) string { return join(" || ", "false", conds) }
 // join joins conds with op, leaving out empty ones and the operator's
 // identity (true for &&, false for ||), which an empty list gives.
 func join(op, identity string, conds []string) string {
-	var out []string
-	for _, c := range conds {
-		if c != "" && c != identity {
-			out = append(out, c)
-		}
-	}
-	switch len(out) {
+	conds = slices.DeleteFunc(slices.Clone(conds), func(c string) bool { return c == "" || c == identity })
+	switch len(conds) {
 	case 0:
 		return identity
 	case 1:
-		return out[0]
+		return conds[0]
 	}
-	for i := range out {
-		out[i] = paren(out[i])
-	}
-	return strings.Join(out, op)
+	return strings.Join(each(conds, paren), op)
 }
 
 func not(c string) string {
@@ -96,11 +94,7 @@ func concat(lists []string) string {
 	if len(lists) == 0 {
 		return "[]"
 	}
-	out := make([]string, len(lists))
-	for i, l := range lists {
-		out[i] = paren(l)
-	}
-	return strings.Join(out, " + ")
+	return strings.Join(each(lists, paren), " + ")
 }
 
 // paren wraps an expression in parentheses unless it is a simple term.
@@ -231,7 +225,7 @@ func globsMatch(name string, globs []string) string {
 // over labels, a CEL expression of a string map.
 func selectorCEL(labels string, sel *metav1.LabelSelector) string {
 	var conds []string
-	for _, k := range sortedKeys(sel.MatchLabels) {
+	for _, k := range slices.Sorted(maps.Keys(sel.MatchLabels)) {
 		conds = append(conds, fmt.Sprintf("%s[?%s].orValue('') == %s && %s in %s", labels, str(k), str(sel.MatchLabels[k]), str(k), labels))
 	}
 	for _, r := range sel.MatchExpressions {
@@ -249,15 +243,6 @@ func selectorCEL(labels string, sel *metav1.LabelSelector) string {
 		}
 	}
 	return and(conds...)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Quantity formatting. The webhook writes resource.Quantity values, whose

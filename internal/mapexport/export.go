@@ -133,38 +133,31 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 		}
 		enforcing = append(enforcing, p)
 	}
-	var out []Exported
-	switch {
-	case len(enforcing) == 1:
-		p := enforcing[0]
-		e, err := exportPolicy(p, opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("policy %q: %w", p.Name(), err)
-		}
-		out = append(out, e)
-	case len(enforcing) > 1:
-		e, err := exportPolicies(enforcing, opts)
-		if err != nil {
+	var e Exported
+	switch len(enforcing) {
+	case 0:
+		return nil, gaps, nil
+	case 1:
+		var err error
+		if e, err = exportPolicy(enforcing[0], opts); err != nil {
 			return nil, nil, err
 		}
-		out = append(out, e)
+	default:
+		e = exportPolicies(enforcing, opts)
 	}
-	for _, e := range out {
-		var own []string
-		for _, g := range gaps {
-			if slices.Contains(e.Sources, g.Policy) || g.What == "enforcement: shadow" {
-				own = append(own, g.Policy+": "+g.What)
-			}
-		}
-		if len(own) > 0 {
-			e.Policy.Annotations[GapsAnnotation] = strings.Join(own, "; ")
-		}
+	// Every gap is a shadow policy, left out of the exported one.
+	if len(gaps) > 0 {
+		e.Policy.Annotations[GapsAnnotation] = strings.Join(each(gaps, func(g Gap) string { return g.Policy + ": " + g.What }), "; ")
 	}
-	return out, gaps, nil
+	return []Exported{e}, gaps, nil
 }
 
 // exportPolicy compiles a policy that is the only enforcing one of its set.
 func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
+	name := NamePrefix + p.Name()
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return Exported{}, fmt.Errorf("policy %q: exported name %q: %s", p.Name(), name, strings.Join(errs, "; "))
+	}
 	mode := opts.LeakMitigation.Mode(p)
 	pr := &program{}
 	pd := podVariables(pr)
@@ -173,11 +166,11 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
 	if mode == policy.ModeDisk {
 		b.convert()
 	}
-	b.mutations(setAnnotation(mutate.StatusAnnotation, b.status(mode)))
+	b.mutations(setAnnotation(mutate.StatusAnnotation, b.status()))
 
 	nsSel, conds := matchNamespaces(p, opts)
 	podSel, podConds := matchPods(p)
-	return newExported(NamePrefix+p.Name(), []*policy.Policy{p}, pr, nsSel, podSel, append(conds, podConds...))
+	return newExported(name, []*policy.Policy{p}, pr, nsSel, podSel, append(conds, podConds...)), nil
 }
 
 // passAnnotation holds, during one admission, what the policies compiled
@@ -190,7 +183,7 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
 const passAnnotation = "sandbox-webhook.io/export-map-pass"
 
 // exportPolicies compiles the enforcing policies of a set into one MAP.
-func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
+func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 	pr := &program{}
 	pd := podVariables(pr)
 	cl := claims{}
@@ -209,7 +202,7 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 		b := newBlock(pr, pd, p, mode, pre, cl)
 		b.matched = pr.def(pre+"match", match)
 		b.compile()
-		head, skipped := b.statusHead(mode)
+		head, skipped := b.statusHead()
 		head = b.defs().def("statusHead", head)
 		memory := b.statusMemory()
 		lines := fmt.Sprintf("[%s + %s + '\\t' + %s.join(',')] + (%s != '' ? ['M' + %s] : [])",
@@ -254,15 +247,9 @@ func exportPolicies(ps []*policy.Policy, opts Options) (Exported, error) {
 	return newExported(strings.TrimSuffix(NamePrefix, "-"), ps, pr, nsSel, &metav1.LabelSelector{}, conds)
 }
 
-func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *metav1.LabelSelector, conds []admissionregistrationv1.MatchCondition) (Exported, error) {
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return Exported{}, fmt.Errorf("exported name %q: %s", name, strings.Join(errs, "; "))
-	}
-	var names, hashes []string
-	for _, p := range ps {
-		names = append(names, p.Name())
-		hashes = append(hashes, p.Hash)
-	}
+func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *metav1.LabelSelector, conds []admissionregistrationv1.MatchCondition) Exported {
+	names := each(ps, (*policy.Policy).Name)
+	hashes := each(ps, func(p *policy.Policy) string { return p.Hash })
 	fail := admissionregistrationv1.Fail
 	equivalent := admissionregistrationv1.Equivalent
 	meta := func() metav1.ObjectMeta {
@@ -303,7 +290,7 @@ func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *m
 		ObjectMeta: meta(),
 		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
 	}
-	return Exported{Sources: names, Policy: p, Binding: binding}, nil
+	return Exported{Sources: names, Policy: p, Binding: binding}
 }
 
 // matchNamespaces returns the namespace selector and the match conditions

@@ -170,9 +170,9 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 // "policies" (name, hash, mode, what it injected and skipped), the pod's
 // emptyDirs it moves to disk, and the pod-level memory it sets (a
 // `,"podMemory":{...}` member, or the empty string).
-func (b *block) fragment(mode policy.Mode) (entry, converted, memory string) {
+func (b *block) fragment() (entry, converted, memory string) {
 	pr, pd := b.defs(), b.pod
-	head, sk := b.statusHead(mode)
+	head, sk := b.statusHead()
 	entry = pr.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
 	converted = "[]"
 	if b.converts != "" {
@@ -186,12 +186,12 @@ func (b *block) fragment(mode policy.Mode) (entry, converted, memory string) {
 // items (CEL lists of JSON strings) and returns the CEL of the head of its
 // status entry, the entry without its skipped items and closing brace, and
 // the skipped items.
-func (b *block) statusHead(mode policy.Mode) (head, skipped string) {
+func (b *block) statusHead() (head, skipped string) {
 	pr := b.defs()
 	inj := pr.def("statusInjected", concat(b.injected))
 	skipped = pr.def("statusSkipped", concat(b.skipped))
 	head = fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '')",
-		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(mode)))),
+		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(b.mode)))),
 		inj, inj)
 	return head, skipped
 }
@@ -222,8 +222,8 @@ func statusText(pr *program, pd *pod, entries, converted, memory string, onDiskE
 // status returns the CEL of the status annotation of a policy alone in its
 // MAP. The pod it reads is the pod before the policy's own mutation, so a
 // disk-mode cache it adds in this pass is on disk afterwards too.
-func (b *block) status(mode policy.Mode) string {
-	entry, converted, memory := b.fragment(mode)
+func (b *block) status() string {
+	entry, converted, memory := b.fragment()
 	var diskCaches []string
 	for _, v := range b.volumes {
 		if v.cache && b.mode == policy.ModeDisk {
