@@ -203,7 +203,7 @@ func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 		b.matched = pr.def(pre+"match", match)
 		b.compile()
 		head, skipped := b.statusHead()
-		head = b.defs().def("statusHead", head)
+		head = b.def("statusHead", head)
 		memory := b.statusMemory()
 		lines := fmt.Sprintf("[%s + %s + '\\t' + %s.join(',')] + (%s != '' ? ['M' + %s] : [])",
 			str(fmt.Sprintf("P%d\t", k)), head, skipped, memory, memory)

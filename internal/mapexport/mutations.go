@@ -36,7 +36,7 @@ func (b *block) mutations(annotation string) {
 		for _, v := range b.volumes {
 			parts = append(parts, fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal))
 		}
-		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.defs().def("newVolumes", concat(parts))))
+		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.def("newVolumes", concat(parts))))
 	}
 	if m := b.memory; m != nil {
 		limits := fmt.Sprintf("{'memory': %s}", m.limit)
@@ -156,8 +156,7 @@ func (b *block) containerOps(list, kind string, memory string) []string {
 // container's own value of e (onConflict: override): the first env entry of
 // that name, unless it already is the policy's.
 func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
-	cs := b.p.Spec.Containers
-	selected := and(globsMatch(list+"[i].name", cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(list+"[i].name", g) })))
+	selected := b.selects(list + "[i].name")
 	name := str(e.Name)
 	first := fmt.Sprintf("%s[i].env[%s[i].env.map(x, x.name).indexOf(%s)]", list, list, name)
 	return fmt.Sprintf("lists.range(size(%s)).filter(i, %s).filter(i, %s[i].?env.orValue([]).exists(x, x.name == %s) && [%s].exists(x, has(x.valueFrom) || x.?value.orValue('') != %s))"+
@@ -171,14 +170,14 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 // emptyDirs it moves to disk, and the pod-level memory it sets (a
 // `,"podMemory":{...}` member, or the empty string).
 func (b *block) fragment() (entry, converted, memory string) {
-	pr, pd := b.defs(), b.pod
+	pd := b.pod
 	head, sk := b.statusHead()
-	entry = pr.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
+	entry = b.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
 	converted = "[]"
 	if b.converts != "" {
 		converted = fmt.Sprintf("%s.map(i, %s[i].name)", b.converts, pd.volumes)
 	}
-	converted = pr.def("convertedNow", converted)
+	converted = b.def("convertedNow", converted)
 	return entry, converted, b.statusMemory()
 }
 
@@ -187,9 +186,8 @@ func (b *block) fragment() (entry, converted, memory string) {
 // status entry, the entry without its skipped items and closing brace, and
 // the skipped items.
 func (b *block) statusHead() (head, skipped string) {
-	pr := b.defs()
-	inj := pr.def("statusInjected", concat(b.injected))
-	skipped = pr.def("statusSkipped", concat(b.skipped))
+	inj := b.def("statusInjected", concat(b.injected))
+	skipped = b.def("statusSkipped", concat(b.skipped))
 	head = fmt.Sprintf("%s + (size(%s) > 0 ? ',\"injected\":[' + %s.join(',') + ']' : '')",
 		str(fmt.Sprintf(`{"name":"%s","hash":"%s","mode":"%s"`, jsonText(b.p.Name()), jsonText(b.p.Hash), jsonText(string(b.mode)))),
 		inj, inj)
@@ -203,7 +201,7 @@ func (b *block) statusMemory() string {
 	if m == nil {
 		return "''"
 	}
-	return b.defs().def("statusMemory", fmt.Sprintf("%s ? ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}' : ''",
+	return b.def("statusMemory", fmt.Sprintf("%s ? ',\"podMemory\":{\"limit\":\"' + %s + '\"' + (%s ? '' : ',\"request\":\"' + %s + '\"') + '}' : ''",
 		m.applied, m.limit, m.ownRequest, m.request))
 }
 

@@ -138,15 +138,8 @@ type podMemory struct {
 	applied, write, limit, request, ownRequest string
 }
 
-// definer defines the variables of a block under its prefix.
-type definer struct {
-	pr  *program
-	pre string
-}
-
-func (d definer) def(name, expr string) string { return d.pr.def(d.pre+name, expr) }
-
-func (b *block) defs() definer { return definer{pr: b.pr, pre: b.pre} }
+// def defines a variable of the block, under its prefix.
+func (b *block) def(name, expr string) string { return b.pr.def(b.pre+name, expr) }
 
 // claims records which earlier policy of the same MAP would hold a volume
 // name, a mount path, an env var or the pod-level memory: as in the webhook,
@@ -158,87 +151,60 @@ type claims map[string][]claim
 // it holds its keys.
 type claim struct{ policy, holds string }
 
-// check returns the CEL condition that an earlier policy holds one of keys
-// (in the order the webhook checks them) and the CEL string of the reason
-// the webhook gives, reason(key, owner).
-func (c claims) check(keys []string, reason func(key, owner string) string) (cond, why string) {
+// claimed defines the variables of an item's claim: whether an earlier
+// policy holds one of its keys (in the order the webhook checks them), and
+// the reason the webhook gives; and registers the item as holding its keys
+// when this policy selects the pod and nothing earlier holds them. Alone in
+// its MAP, a policy's items are never claimed. Memory is one item, "memory",
+// whatever its level (pod or containers), held by the first policy that
+// sets it.
+func (b *block) claimed(id string, keys ...string) (cond, why string) {
+	cond, why = "false", "''"
+	if b.claims == nil {
+		return cond, why
+	}
 	var conds, reasons []string
 	for _, k := range keys {
-		for _, cl := range c[k] {
+		for _, cl := range b.claims[k] {
 			conds = append(conds, cl.holds)
-			reasons = append(reasons, fmt.Sprintf("(%s ? [%s] : [])", cl.holds, str(jsonText(reason(k, cl.policy)))))
+			reasons = append(reasons, fmt.Sprintf("(%s ? [%s] : [])", cl.holds, text(fmt.Sprintf("%s is claimed by policy %q, which applies first", k, cl.policy))))
 		}
 	}
-	if len(conds) == 0 {
-		return "false", "''"
+	if len(conds) > 0 {
+		cond = b.def(id+"Claimed", or(conds...))
+		why = b.def(id+"ClaimReason", paren(concat(reasons))+"[0]")
 	}
-	return or(conds...), fmt.Sprintf("%s[0]", paren(concat(reasons)))
-}
-
-func (c claims) add(keys []string, policy, holds string) {
+	holds := b.def(id+"Holds", and(b.matched, not(cond)))
 	for _, k := range keys {
-		c[k] = append(c[k], claim{policy: policy, holds: holds})
+		b.claims[k] = append(b.claims[k], claim{policy: b.p.Name(), holds: holds})
 	}
-}
-
-// claimed defines the variables of an item's claim: whether an earlier
-// policy holds one of its keys, and the reason; and registers the item as
-// holding its keys when this policy selects the pod and nothing earlier
-// holds them. Alone in its MAP, a policy's items are never claimed.
-func (b *block) claimed(id string, keys []string, reason func(key, owner string) string) (cond, why string) {
-	if b.claims == nil {
-		return "false", "''"
-	}
-	cond, why = b.claims.check(keys, reason)
-	d := b.defs()
-	if cond != "false" {
-		cond = d.def(id+"Claimed", cond)
-		why = d.def(id+"ClaimReason", why)
-	}
-	b.claims.add(keys, b.p.Name(), d.def(id+"Holds", and(b.matched, not(cond))))
 	return cond, why
-}
-
-// memoryClaimReason: memory is one item whatever its level (pod or
-// containers), held by the first policy that sets it.
-func memoryClaimReason(_, owner string) string {
-	return fmt.Sprintf("memory is claimed by policy %q, which applies first", owner)
-}
-
-func claimReason(key, owner string) string {
-	return fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner)
 }
 
 func newBlock(pr *program, pd *pod, p *policy.Policy, mode policy.Mode, pre string, cl claims) *block {
 	b := &block{pr: pr, pod: pd, p: p, mode: mode, pre: pre, claims: cl, matched: "true"}
 	cs := p.Spec.Containers
-	selected := func(name string) string {
-		return and(globsMatch(name, cs.Include), not(orEmpty(cs.Exclude, func(g []string) string { return globsMatch(name, g) })))
-	}
-	b.selects = selected
-	if *cs.InitContainers {
-		if cond := selected("c.name"); cond == "true" {
-			b.selInit = pd.inits
-		} else {
-			b.selInit = b.defs().def("selectedInit", fmt.Sprintf("%s.filter(c, %s)", pd.inits, cond))
+	b.selects = func(name string) string {
+		excluded := "false"
+		if len(cs.Exclude) > 0 {
+			excluded = globsMatch(name, cs.Exclude)
 		}
-	} else {
-		b.selInit = "[]"
+		return and(globsMatch(name, cs.Include), not(excluded))
 	}
-	if cond := selected("c.name"); cond == "true" {
-		b.selApp = pd.apps
-	} else {
-		b.selApp = b.defs().def("selectedApp", fmt.Sprintf("%s.filter(c, %s)", pd.apps, cond))
+	all := b.selects("c.name")
+	selected := func(list, name string) string {
+		if all == "true" {
+			return list
+		}
+		return b.def(name, fmt.Sprintf("%s.filter(c, %s)", list, all))
 	}
-	b.sel = b.defs().def("selected", b.selInit+" + "+b.selApp)
+	b.selInit = "[]"
+	if *cs.InitContainers {
+		b.selInit = selected(pd.inits, "selectedInit")
+	}
+	b.selApp = selected(pd.apps, "selectedApp")
+	b.sel = b.def("selected", b.selInit+" + "+b.selApp)
 	return b
-}
-
-func orEmpty(globs []string, f func([]string) string) string {
-	if len(globs) == 0 {
-		return "false"
-	}
-	return f(globs)
 }
 
 // compile defines the policy's variables in the webhook's order: caches,
@@ -269,10 +235,10 @@ func (b *block) compile() {
 // (limit or request), which manages memory at the pod level: container
 // limits added there could exceed its own.
 func (b *block) containerLevelMemory() {
-	claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
-	podOwn := b.defs().def("podSetsMemory",
+	claimed, why := b.claimed("memory", "memory")
+	podOwn := b.def("podSetsMemory",
 		"object.spec.?resources.?limits.?memory.orValue('') != '' || object.spec.?resources.?requests.?memory.orValue('') != ''")
-	b.containerMemory = b.defs().def("containerMemoryApplied", and(not(claimed), not(podOwn)))
+	b.containerMemory = b.def("containerMemoryApplied", and(not(claimed), not(podOwn)))
 	b.injected = append(b.injected, fmt.Sprintf("%s ? [%s] : []", b.containerMemory, jsonString("memory/containers")))
 	skip := fmt.Sprintf("%s ? [%s] : []", podOwn, jsonString("memory/containers: the pod sets its own pod-level memory; kept"))
 	if claimed != "false" {
@@ -372,13 +338,13 @@ func (b *block) asset(i int, a policy.Asset) {
 // volume defines the variables of one volume item, following
 // mutate's applier.volume.
 func (b *block) volume(id string, v *volumeItem) {
-	pr, pd := b.defs(), b.pod
+	pd := b.pod
 	if strings.HasPrefix(v.item, "(") {
-		v.item = pr.def(id+"Item", v.item)
+		v.item = b.def(id+"Item", v.item)
 	}
-	claimed, why := b.claimed(id, []string{"volume/" + v.name, "path/" + v.mountPath}, claimReason)
-	v.existing = pr.def(id+"Existing", fmt.Sprintf("%s.filter(v, v.name == %s)", pd.volumes, str(v.name)))
-	v.blocked = pr.def(id+"Blocked", or(claimed, fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]")))))
+	claimed, why := b.claimed(id, "volume/"+v.name, "path/"+v.mountPath)
+	v.existing = b.def(id+"Existing", fmt.Sprintf("%s.filter(v, v.name == %s)", pd.volumes, str(v.name)))
+	v.blocked = b.def(id+"Blocked", or(claimed, fmt.Sprintf("size(%s) > 0 && !%s", v.existing, paren(v.want(v.existing+"[0]")))))
 	mp := str(v.mountPath)
 	// The pod mounts the volume other than the policy does (mutate's
 	// foreignReference): nothing is injected.
@@ -389,7 +355,7 @@ func (b *block) volume(id string, v *volumeItem) {
 	foreignMount := fmt.Sprintf("c.?volumeMounts.orValue([]).exists(m, m.name == %s && (m.mountPath != %s%s || "+
 		"m.?subPath.orValue('') != '' || m.?subPathExpr.orValue('') != '' || m.?mountPropagation.orValue('None') != 'None')) || "+
 		"c.?volumeDevices.orValue([]).exists(d, d.name == %s)", str(v.name), mp, ro, str(v.name))
-	v.foreign = pr.def(id+"Foreign", fmt.Sprintf("!%s && (%s.exists(c, %s) || %s.exists(c, %s) || %s.exists(c, %s))",
+	v.foreign = b.def(id+"Foreign", fmt.Sprintf("!%s && (%s.exists(c, %s) || %s.exists(c, %s) || %s.exists(c, %s))",
 		v.blocked, pd.inits, foreignMount, pd.apps, foreignMount, pd.ephemerals, foreignMount))
 	stop := fmt.Sprintf("(%s || %s)", v.blocked, v.foreign)
 	// Mount paths compare as mutate's normMountPath reads them: without
@@ -399,17 +365,17 @@ func (b *block) volume(id string, v *volumeItem) {
 	at := fmt.Sprintf("(!%s && %s == %s)", dotdot, norm, mp)
 	near := fmt.Sprintf("(%s || %s == '/' || %s.startsWith(%s) || %s.startsWith(%s + '/'))", dotdot, norm, norm, str(v.mountPath+"/"), mp, norm)
 	mounts := "c.?volumeMounts.orValue([])"
-	v.conflicts = pr.def(id+"Conflicts", fmt.Sprintf(
+	v.conflicts = b.def(id+"Conflicts", fmt.Sprintf(
 		"%s ? [] : %s.filter(c, %s.exists(m, %s && m.name != %s) || !%s.exists(m, %s) && %s.exists(m, %s)).map(c, "+
 			"%s + %s + '[' + c.name + %s + c.name + %s + "+
 			"(c.volumeMounts.exists(m, %s) ? c.volumeMounts.filter(m, %s)[0].name + %s : c.volumeMounts.filter(m, %s)[0].name + %s))",
 		stop, b.sel, mounts, at, str(v.name), mounts, at, mounts, near,
 		quote, v.item, text(`]: container "`), text(`" already mounts volume "`),
 		at, at, closing(`" at `+v.mountPath+`; kept`), near, closing(`" under or above `+v.mountPath+`; kept`)))
-	v.add = pr.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !%s.exists(m, %s || %s)).map(c, c.name)",
+	v.add = b.def(id+"Mount", fmt.Sprintf("%s ? [] : %s.filter(c, !%s.exists(m, %s || %s)).map(c, c.name)",
 		stop, b.sel, mounts, at, near))
-	v.injected = pr.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", stop, b.sel, v.conflicts))
-	v.addVolume = pr.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
+	v.injected = b.def(id+"Injected", fmt.Sprintf("!%s && size(%s) > size(%s)", stop, b.sel, v.conflicts))
+	v.addVolume = b.def(id+"AddVolume", fmt.Sprintf("%s && size(%s) == 0", v.injected, v.existing))
 
 	entry := func(reason string) string { return fmt.Sprintf("[%s + %s + %s]", quote, v.item, closing(": "+reason)) }
 	skipped := ""
@@ -436,18 +402,17 @@ func (b *block) volume(id string, v *volumeItem) {
 }
 
 func (b *block) env(i int, e policy.EnvVar) {
-	pr := b.defs()
 	id := fmt.Sprintf("env%d", i)
 	name := str(e.Name)
 	item := "env/" + e.Name
-	claimed, why := b.claimed(id, []string{item}, claimReason)
+	claimed, why := b.claimed(id, item)
 	b.envClaimed = append(b.envClaimed, claimed)
 	sel := b.sel
 	if claimed != "false" {
 		sel = fmt.Sprintf("(%s ? [] : %s)", claimed, b.sel)
 	}
 	has := fmt.Sprintf("c.?env.orValue([]).exists(x, x.name == %s)", name)
-	b.envAdd = append(b.envAdd, pr.def(id+"Add", fmt.Sprintf("%s.filter(c, !%s).map(c, c.name)", sel, has)))
+	b.envAdd = append(b.envAdd, b.def(id+"Add", fmt.Sprintf("%s.filter(c, !%s).map(c, c.name)", sel, has)))
 	b.injected = append(b.injected, fmt.Sprintf("size(%s) > 0 ? [%s] : []", sel, jsonString(item)))
 	skipEmpty := jsonString(item + ": no container is selected")
 	if claimed != "false" {
@@ -459,7 +424,7 @@ func (b *block) env(i int, e policy.EnvVar) {
 	}
 	// The pod's own value is kept (onConflict: keep): reported per
 	// container, unless it already is the policy's.
-	kept := pr.def(id+"Kept", fmt.Sprintf(
+	kept := b.def(id+"Kept", fmt.Sprintf(
 		"%s.filter(c, %s && [c.env.filter(x, x.name == %s)[0]].exists(x, has(x.valueFrom) || x.?value.orValue('') != %s)).map(c, "+
 			"%s + c.name + %s + c.name + %s)",
 		sel, has, name, str(e.Value),
@@ -473,27 +438,27 @@ func (b *block) env(i int, e policy.EnvVar) {
 // (KEP-753: init containers, native sidecars, limits standing in for missing
 // requests), at least the policy's minimum; the pod's own values are kept.
 func (b *block) podMemory() {
-	pr, pd := b.defs(), b.pod
-	claimed, why := b.claimed("memory", []string{"memory"}, memoryClaimReason)
+	pd := b.pod
+	claimed, why := b.claimed("memory", "memory")
 	headroom, minimum := b.p.MemoryLimit, b.p.MemoryRequest
 	hv, _ := headroom.AsInt64()
 	mv, _ := minimum.AsInt64()
 
-	lim := pr.def("podLimit", "object.spec.?resources.?limits.?memory.orValue('')")
-	req := pr.def("podRequest", "object.spec.?resources.?requests.?memory.orValue('')")
+	lim := b.def("podLimit", "object.spec.?resources.?limits.?memory.orValue('')")
+	req := b.def("podRequest", "object.spec.?resources.?requests.?memory.orValue('')")
 	sameQ := func(a, b string) string {
 		return fmt.Sprintf("isQuantity(%s) && quantity(%s).compareTo(quantity(%s)) == 0", b, a, b)
 	}
 	// Values an earlier pass set (recorded in the status annotation) are
 	// recomputed; values the pod author set are kept.
-	ours := pr.def("memoryOurs", and(pd.prevMem, lim+" != ''", sameQ(lim, pd.prevLim),
+	ours := b.def("memoryOurs", and(pd.prevMem, lim+" != ''", sameQ(lim, pd.prevLim),
 		or(pd.prevReq+" == ''", and(req+" != ''", sameQ(req, pd.prevReq)))))
-	kept := pr.def("memoryKept", and(not(claimed), fmt.Sprintf("%s != '' && !%s", lim, ours)))
-	ownReq := pr.def("memoryOwnRequest", and(req+" != ''", or(not(ours), pd.prevReq+" == ''")))
+	kept := b.def("memoryKept", and(not(claimed), fmt.Sprintf("%s != '' && !%s", lim, ours)))
+	ownReq := b.def("memoryOwnRequest", and(req+" != ''", or(not(ours), pd.prevReq+" == ''")))
 
 	effective := "c.?resources.?requests.?memory.orValue(c.?resources.?limits.?memory.orValue(''))"
-	initReqs := pr.def("initRequests", fmt.Sprintf("%s.map(c, %s)", pd.inits, effective))
-	initSide := pr.def("initSidecar", fmt.Sprintf("%s.map(c, c.?restartPolicy.orValue('') == 'Always')", pd.inits))
+	initReqs := b.def("initRequests", fmt.Sprintf("%s.map(c, %s)", pd.inits, effective))
+	initSide := b.def("initSidecar", fmt.Sprintf("%s.map(c, c.?restartPolicy.orValue('') == 'Always')", pd.inits))
 	sidecars := func(n string) string {
 		return fmt.Sprintf("lists.range(%s).filter(j, %s[j] && %s[j] != '').map(j, %s[j])", n, initSide, initReqs, initReqs)
 	}
@@ -501,18 +466,18 @@ func (b *block) podMemory() {
 	// the sidecars started before it (a sidecar: the sidecars up to it).
 	// Lists of quantities, summed later, so the sum's format can be that
 	// of its first non-zero term, as resource.Quantity.Add keeps it.
-	cands := pr.def("initCandidates", fmt.Sprintf(
+	cands := b.def("initCandidates", fmt.Sprintf(
 		"lists.range(size(%s)).map(i, %s[i] ? %s : (%s[i] != '' ? [%s[i]] : []) + %s).filter(l, size(l) > 0)",
 		pd.inits, initSide, sidecars("i + 1"), initReqs, initReqs, sidecars("i")))
 	sum := func(l string) string { return fmt.Sprintf("%s.map(s, quantity(s).asInteger()).sum()", l) }
-	candVals := pr.def("initCandidateValues", fmt.Sprintf("%s.map(l, %s)", cands, sum("l")))
-	running := pr.def("runningRequests", fmt.Sprintf("%s.map(c, %s).filter(s, s != '') + %s", pd.apps, effective, sidecars("size("+pd.inits+")")))
-	winner := pr.def("effectiveTerms", fmt.Sprintf(
+	candVals := b.def("initCandidateValues", fmt.Sprintf("%s.map(l, %s)", cands, sum("l")))
+	running := b.def("runningRequests", fmt.Sprintf("%s.map(c, %s).filter(s, s != '') + %s", pd.apps, effective, sidecars("size("+pd.inits+")")))
+	winner := b.def("effectiveTerms", fmt.Sprintf(
 		"size(%s) > 0 && (size(%s) == 0 || %s.max() > %s) ? %s[%s.indexOf(%s.max())] : %s",
 		cands, running, candVals, sum(running), cands, candVals, candVals, running))
-	aggVal := pr.def("effectiveValue", sum(winner))
+	aggVal := b.def("effectiveValue", sum(winner))
 	nonZero := fmt.Sprintf("%s.filter(s, quantity(s).asInteger() != 0)", winner)
-	aggStr := pr.def("effectiveRequest", formatQuantity(aggVal,
+	aggStr := b.def("effectiveRequest", formatQuantity(aggVal,
 		fmt.Sprintf("[%s].map(nz, size(nz) > 0 ? %s : 'bin')[0]", nonZero, quantityClass("nz[0]"))))
 
 	reqVal, reqStr := aggVal, aggStr
@@ -520,21 +485,21 @@ func (b *block) podMemory() {
 		reqVal = fmt.Sprintf("(%d > %s ? %d : %s)", mv, aggVal, mv, aggVal)
 		reqStr = fmt.Sprintf("(%d > %s ? %s : %s)", mv, aggVal, str(minimum.String()), aggStr)
 	}
-	reqVal = pr.def("requestValue", fmt.Sprintf("%s ? quantity(%s).asInteger() : %s", ownReq, req, reqVal))
-	reqStr = pr.def("requestString", fmt.Sprintf("%s ? %s : %s", ownReq, pr.def("podRequestCanonical", canonicalQuantity(req)), reqStr))
-	limStrs := pr.def("containerLimits", fmt.Sprintf("(%s + %s).map(c, c.?resources.?limits.?memory.orValue('')).filter(s, s != '')", pd.inits, pd.apps))
-	limVals := pr.def("containerLimitValues", fmt.Sprintf("%s.map(s, quantity(s).asInteger())", limStrs))
-	maxLim := pr.def("maxContainerLimit", fmt.Sprintf("size(%s) > 0 ? %s.max() : 0", limVals, limVals))
-	maxLimStr := pr.def("maxContainerLimitCanonical", canonicalQuantity(fmt.Sprintf("%s[%s.indexOf(%s)]", limStrs, limVals, maxLim)))
+	reqVal = b.def("requestValue", fmt.Sprintf("%s ? quantity(%s).asInteger() : %s", ownReq, req, reqVal))
+	reqStr = b.def("requestString", fmt.Sprintf("%s ? %s : %s", ownReq, b.def("podRequestCanonical", canonicalQuantity(req)), reqStr))
+	limStrs := b.def("containerLimits", fmt.Sprintf("(%s + %s).map(c, c.?resources.?limits.?memory.orValue('')).filter(s, s != '')", pd.inits, pd.apps))
+	limVals := b.def("containerLimitValues", fmt.Sprintf("%s.map(s, quantity(s).asInteger())", limStrs))
+	maxLim := b.def("maxContainerLimit", fmt.Sprintf("size(%s) > 0 ? %s.max() : 0", limVals, limVals))
+	maxLimStr := b.def("maxContainerLimitCanonical", canonicalQuantity(fmt.Sprintf("%s[%s.indexOf(%s)]", limStrs, limVals, maxLim)))
 	lim1Val := fmt.Sprintf("(%s > %d ? %s : %d)", maxLim, hv, maxLim, hv)
 	lim1Str := fmt.Sprintf("(%s > %d ? %s : %s)", maxLim, hv, maxLimStr, str(headroom.String()))
-	limVal := pr.def("limitValue", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqVal, lim1Val))
-	limStr := pr.def("limitString", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqStr, lim1Str))
+	limVal := b.def("limitValue", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqVal, lim1Val))
+	limStr := b.def("limitString", fmt.Sprintf("%s > %s ? %s : %s", reqVal, lim1Val, reqStr, lim1Str))
 	applied := and(not(claimed), not(kept))
 	if applied != not(kept) {
-		applied = pr.def("memoryApplied", applied)
+		applied = b.def("memoryApplied", applied)
 	}
-	write := pr.def("memoryWrite", and(applied, or(lim+" == ''", req+" == ''",
+	write := b.def("memoryWrite", and(applied, or(lim+" == ''", req+" == ''",
 		fmt.Sprintf("quantity(%s).asInteger() != %s", lim, limVal), fmt.Sprintf("quantity(%s).asInteger() != %s", req, reqVal))))
 	b.memory = &podMemory{applied: applied, write: write, limit: limStr, request: reqStr, ownRequest: ownReq}
 
@@ -543,7 +508,7 @@ func (b *block) podMemory() {
 		b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []", claimed, opening("memory/pod: "), why, quote))
 	}
 	b.skipped = append(b.skipped, fmt.Sprintf("%s ? [%s + %s + %s] : []",
-		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), pr.def("podLimitCanonical", canonicalQuantity(lim)), closing("); kept")))
+		kept, opening("memory/pod: the pod sets its own pod-level memory limit ("), b.def("podLimitCanonical", canonicalQuantity(lim)), closing("); kept")))
 }
 
 // keeps returns the CEL condition that keepMemoryVolumes names the volume v
@@ -576,7 +541,7 @@ const memoryEmptyDir = "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Me
 // are of its own volumes, so the pod as it arrives keeps by mount path what
 // the pod after its injections would.
 func (b *block) convert() {
-	pr, pd := b.defs(), b.pod
+	pd := b.pod
 	keep := b.keeps("v")
 	var names []string
 	for _, v := range b.volumes {
@@ -586,7 +551,7 @@ func (b *block) convert() {
 	if len(names) > 0 {
 		own = and(own, fmt.Sprintf("!(v.name in [%s])", strings.Join(names, ", ")))
 	}
-	b.converts = pr.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
+	b.converts = b.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
 		pd.volumes, pd.volumes, own, paren(keep)))
 	b.skipped = append(b.skipped, fmt.Sprintf("%s.filter(v, %s && %s).map(v, %s + v.name + %s)",
 		pd.volumes, own, paren(keep), opening("convert/"), closing(": kept on tmpfs by keepMemoryVolumes")))
@@ -647,7 +612,6 @@ func conversion(pr *program, pd *pod, blocks []*block, cl claims) (converts stri
 		if b.mode != policy.ModeDisk {
 			continue
 		}
-		d := b.defs()
 		// The policy decides when it selects the pod and no disk-mode
 		// policy before it does.
 		decides := and(b.matched, not(or(earlier...)))
@@ -657,9 +621,9 @@ func conversion(pr *program, pd *pod, blocks []*block, cl claims) (converts stri
 			moves = append(moves, fmt.Sprintf("%s ? %s", b.matched, own))
 			continue
 		}
-		keeps := d.def("tmpfsKept", fmt.Sprintf("%s.filter(i, [%s[i]].all(v, %s))", own, pd.volumes, keep))
+		keeps := b.def("tmpfsKept", fmt.Sprintf("%s.filter(i, [%s[i]].all(v, %s))", own, pd.volumes, keep))
 		moves = append(moves, fmt.Sprintf("%s ? %s.filter(i, !(i in %s))", b.matched, own, keeps))
-		kept[k] = d.def("statusKept", fmt.Sprintf("%s ? %s.map(i, %s + %s[i].name + %s) : []",
+		kept[k] = b.def("statusKept", fmt.Sprintf("%s ? %s.map(i, %s + %s[i].name + %s) : []",
 			decides, keeps, opening("convert/"), pd.volumes, closing(": kept on tmpfs by keepMemoryVolumes")))
 	}
 	if len(moves) == 0 {
