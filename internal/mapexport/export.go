@@ -224,11 +224,7 @@ func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 	}
 	entries := fmt.Sprintf("%s.filter(l, l.startsWith('P')).map(l, l.substring(1).split('\\t')).map(p, p[1] + [%s].map(s, size(s) > 0 ? ',\"skipped\":[' + s.join(',') + ']' : '')[0] + '}')",
 		lines, skipped)
-	converted := "[]"
-	if converts != "" {
-		converted = fmt.Sprintf("%s.map(i, %s[i].name)", converts, pd.volumes)
-	}
-	converted = pr.def("convertedNow", converted)
+	converted := convertedNames(pr, pd, converts)
 	memory := fmt.Sprintf("[%s.filter(l, l.startsWith('M'))].map(m, size(m) > 0 ? m[0].substring(1) : '')[0]", lines)
 	status := statusText(pr, pd, paren(entries), converted, paren(memory), nil)
 	ops := fmt.Sprintf("[JSONPatch{op: 'add', path: %s, value: %s}, JSONPatch{op: 'remove', path: %s}]",

@@ -164,23 +164,6 @@ func (b *block) overrideOps(list, kind string, e policy.EnvVar) string {
 		list, selected, list, name, first, str(e.Value), kind, list, name, name, str(e.Value))
 }
 
-// fragment defines the variables of the status annotation the webhook
-// writes (mutate/status.go) for a policy alone in its MAP: its entry in
-// "policies" (name, hash, mode, what it injected and skipped), the pod's
-// emptyDirs it moves to disk, and the pod-level memory it sets (a
-// `,"podMemory":{...}` member, or the empty string).
-func (b *block) fragment() (entry, converted, memory string) {
-	pd := b.pod
-	head, sk := b.statusHead()
-	entry = b.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
-	converted = "[]"
-	if b.converts != "" {
-		converted = fmt.Sprintf("%s.map(i, %s[i].name)", b.converts, pd.volumes)
-	}
-	converted = b.def("convertedNow", converted)
-	return entry, converted, b.statusMemory()
-}
-
 // statusHead defines the variables of the block's injected and skipped
 // items (CEL lists of JSON strings) and returns the CEL of the head of its
 // status entry, the entry without its skipped items and closing brace, and
@@ -217,11 +200,17 @@ func statusText(pr *program, pd *pod, entries, converted, memory string, onDiskE
 	return pr.def("status", fmt.Sprintf("'{\"policies\":[' + %s.join(',') + ']' + %s + %s + '}'", entries, conv, memory))
 }
 
-// status returns the CEL of the status annotation of a policy alone in its
-// MAP. The pod it reads is the pod before the policy's own mutation, so a
-// disk-mode cache it adds in this pass is on disk afterwards too.
+// status returns the CEL of the status annotation the webhook writes
+// (mutate/status.go) for a policy alone in its MAP: its entry in "policies"
+// (name, hash, mode, what it injected and skipped), the pod's emptyDirs it
+// moves to disk, and the pod-level memory it sets. The pod it reads is the
+// pod before the policy's own mutation, so a disk-mode cache it adds in this
+// pass is on disk afterwards too.
 func (b *block) status() string {
-	entry, converted, memory := b.fragment()
+	head, sk := b.statusHead()
+	entry := b.def("statusEntry", fmt.Sprintf("%s + (size(%s) > 0 ? ',\"skipped\":[' + %s.join(',') + ']' : '') + '}'", head, sk, sk))
+	converted := convertedNames(b.pr, b.pod, b.converts)
+	memory := b.statusMemory()
 	var diskCaches []string
 	for _, v := range b.volumes {
 		if v.cache && b.mode == policy.ModeDisk {
@@ -229,4 +218,13 @@ func (b *block) status() string {
 		}
 	}
 	return statusText(b.pr, b.pod, "["+entry+"]", converted, memory, diskCaches)
+}
+
+// convertedNames defines the names of the volumes at the indices converts
+// (none when empty), moved to disk in this pass.
+func convertedNames(pr *program, pd *pod, converts string) string {
+	if converts == "" {
+		return pr.def("convertedNow", "[]")
+	}
+	return pr.def("convertedNow", fmt.Sprintf("%s.map(i, %s[i].name)", converts, pd.volumes))
 }
