@@ -127,15 +127,13 @@ func paren(e string) string {
 	return "(" + e + ")"
 }
 
-// globRegexp translates a path.Match pattern into an anchored RE2 regexp
-// that matches the same names. Names here (namespaces, containers) never
-// contain '/', which path.Match's * and ? do not cross.
+// globRegexp translates a path.Match pattern into an RE2 regexp, without
+// anchors, that matches the same names. Names here (namespaces, containers)
+// never contain '/', which path.Match's * and ? do not cross.
 func globRegexp(glob string) string {
 	var b strings.Builder
-	b.WriteString("^")
 	for i := 0; i < len(glob); i++ {
-		c := glob[i]
-		switch c {
+		switch c := glob[i]; c {
 		case '*':
 			b.WriteString("[^/]*")
 		case '?':
@@ -146,33 +144,26 @@ func globRegexp(glob string) string {
 				b.WriteString(regexpQuote(glob[i : i+1]))
 			}
 		case '[':
-			j := i + 1
-			var class strings.Builder
-			class.WriteString("[")
-			if j < len(glob) && glob[j] == '^' {
-				class.WriteString("^/")
-				j++
+			b.WriteString("[")
+			if i++; i < len(glob) && glob[i] == '^' {
+				b.WriteString("^/")
+				i++
 			}
-			for ; j < len(glob) && glob[j] != ']'; j++ {
-				ch := glob[j]
-				if ch == '\\' && j+1 < len(glob) {
-					j++
-					ch = glob[j]
+			for ; i < len(glob) && glob[i] != ']'; i++ {
+				if glob[i] == '\\' && i+1 < len(glob) {
+					i++
 				}
-				if ch == '-' {
-					class.WriteByte('-')
-					continue
+				// '-' stays a range operator, escaped or not.
+				if strings.IndexByte(`\[]^:`, glob[i]) >= 0 {
+					b.WriteByte('\\')
 				}
-				class.WriteString(classQuote(ch))
+				b.WriteString(string(glob[i]))
 			}
-			class.WriteString("]")
-			b.WriteString(class.String())
-			i = j
+			b.WriteString("]")
 		default:
 			b.WriteString(regexpQuote(string(c)))
 		}
 	}
-	b.WriteString("$")
 	return b.String()
 }
 
@@ -185,13 +176,6 @@ func regexpQuote(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-func classQuote(c byte) string {
-	if strings.IndexByte(`\[]^-:`, c) >= 0 {
-		return `\` + string(c)
-	}
-	return string(c)
 }
 
 // isPlainName reports whether a glob has no wildcard, so it only matches
@@ -208,12 +192,7 @@ func globsMatch(name string, globs []string) string {
 	if slices.Contains(globs, "*") {
 		return "true"
 	}
-	res := make([]string, len(globs))
-	for i, g := range globs {
-		res[i] = globRegexp(g)
-		res[i] = strings.TrimSuffix(strings.TrimPrefix(res[i], "^"), "$")
-	}
-	re := "^(?:" + strings.Join(res, "|") + ")$"
+	re := "^(?:" + strings.Join(each(globs, globRegexp), "|") + ")$"
 	if _, err := syntax.Parse(re, syntax.Perl); err != nil {
 		// Validation accepted the globs, so this is a bug in globRegexp.
 		panic(fmt.Sprintf("glob %v translates to an invalid regexp %q: %v", globs, re, err))
