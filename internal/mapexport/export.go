@@ -193,14 +193,11 @@ func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 	)
 	pass := fmt.Sprintf("object.metadata.?annotations[?%s].orValue('')", str(passAnnotation))
 	for k, p := range ps {
-		mode := opts.LeakMitigation.Mode(p)
-		pre := fmt.Sprintf("p%d_", k)
-		match := matchCEL(p, true)
 		// Match conditions get no namespace object: they select without
 		// the namespace's labels, the mutations then with them.
 		any = append(any, matchCEL(p, false))
-		b := newBlock(pr, pd, p, mode, pre, cl)
-		b.matched = pr.def(pre+"match", match)
+		b := newBlock(pr, pd, p, opts.LeakMitigation.Mode(p), fmt.Sprintf("p%d_", k), cl)
+		b.matched = b.def("match", matchCEL(p, true))
 		b.compile()
 		head, skipped := b.statusHead()
 		head = b.def("statusHead", head)
@@ -246,8 +243,6 @@ func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *metav1.LabelSelector, conds []admissionregistrationv1.MatchCondition) Exported {
 	names := each(ps, (*policy.Policy).Name)
 	hashes := each(ps, func(p *policy.Policy) string { return p.Hash })
-	fail := admissionregistrationv1.Fail
-	equivalent := admissionregistrationv1.Equivalent
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Name:        name,
@@ -272,12 +267,12 @@ func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *m
 						},
 					},
 				}},
-				MatchPolicy: &equivalent,
+				MatchPolicy: new(admissionregistrationv1.Equivalent),
 			},
 			MatchConditions:    conds,
 			Variables:          pr.vars,
 			Mutations:          pr.mutations,
-			FailurePolicy:      &fail,
+			FailurePolicy:      new(admissionregistrationv1.Fail),
 			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
 		},
 	}
@@ -347,8 +342,7 @@ func matchNamespaces(p *policy.Policy, opts Options) (*metav1.LabelSelector, []a
 // matchPods returns the object selector and the match conditions that
 // select the policy's pods: the pod selector, the opt-out label as a NotIn
 // requirement, and in CEL the excluded pods, the opt-out annotation and
-// Windows pods (never mutated: the caches, env and pod-level resources are
-// Linux-only).
+// Windows pods (notWindows).
 func matchPods(p *policy.Policy) (*metav1.LabelSelector, []admissionregistrationv1.MatchCondition) {
 	m := &p.Spec.Match
 	sel := &metav1.LabelSelector{}

@@ -32,10 +32,7 @@ func (b *block) mutations(annotation string) {
 	}
 	ops = append(ops, b.containerOps(pd.apps, "containers", b.containerMemory)...)
 	if len(b.volumes) > 0 {
-		var parts []string
-		for _, v := range b.volumes {
-			parts = append(parts, fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal))
-		}
+		parts := each(b.volumes, func(v *volumeItem) string { return fmt.Sprintf("(%s ? [%s] : [])", v.addVolume, v.literal) })
 		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.def("newVolumes", concat(parts))))
 	}
 	if m := b.memory; m != nil {

@@ -543,12 +543,9 @@ const memoryEmptyDir = "has(v.emptyDir) && v.emptyDir.?medium.orValue('') == 'Me
 func (b *block) convert() {
 	pd := b.pod
 	keep := b.keeps("v")
-	var names []string
-	for _, v := range b.volumes {
-		names = append(names, str(v.name))
-	}
 	own := memoryEmptyDir
-	if len(names) > 0 {
+	if len(b.volumes) > 0 {
+		names := each(b.volumes, func(v *volumeItem) string { return str(v.name) })
 		own = and(own, fmt.Sprintf("!(v.name in [%s])", strings.Join(names, ", ")))
 	}
 	b.converts = b.def("convertIndices", fmt.Sprintf("lists.range(size(%s)).filter(i, [%s[i]].all(v, %s && !%s))",
@@ -587,10 +584,7 @@ func conversion(pr *program, pd *pod, blocks []*block, cl claims) (converts stri
 				continue
 			}
 			seen[v.name] = true
-			var holds []string
-			for _, c := range cl["volume/"+v.name] {
-				holds = append(holds, c.holds)
-			}
+			holds := each(cl["volume/"+v.name], func(c claim) string { return c.holds })
 			names = append(names, fmt.Sprintf("%s ? [%s] : []", or(holds...), str(v.name)))
 		}
 	}

@@ -5,6 +5,7 @@ package exportmap
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,11 +26,9 @@ type enumFlag struct {
 func (f *enumFlag) String() string { return f.value }
 func (f *enumFlag) Type() string   { return "string" }
 func (f *enumFlag) Set(s string) error {
-	for _, v := range f.values {
-		if s == v {
-			f.value = s
-			return nil
-		}
+	if slices.Contains(f.values, s) {
+		f.value = s
+		return nil
 	}
 	return fmt.Errorf("must be one of %s, not %q", strings.Join(f.values, ", "), s)
 }

@@ -1,6 +1,7 @@
 package maprun
 
 import (
+	"cmp"
 	"context"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -28,11 +29,8 @@ func WebhookMatches(ctx context.Context, conds []admissionregistrationv1.MatchCo
 	if err != nil {
 		return false, "", err
 	}
-	fp := admissionregistrationv1.Fail
-	if failurePolicy != nil {
-		fp = *failurePolicy
-	}
-	r := matchconditions.NewMatcher(cond, &fp, "webhook", "admit", "check").Match(compiler.CreateContext(ctx), createAttributes(pod, ns, userName), nil, nil)
+	fp := cmp.Or(failurePolicy, new(admissionregistrationv1.Fail))
+	r := matchconditions.NewMatcher(cond, fp, "webhook", "admit", "check").Match(compiler.CreateContext(ctx), createAttributes(pod, ns, userName), nil, nil)
 	if r.Error != nil {
 		return false, "", r.Error
 	}
