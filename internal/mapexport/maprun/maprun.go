@@ -29,9 +29,7 @@ var (
 )
 
 // Compiled are exported policies compiled for Run.
-type Compiled struct {
-	policies []compiledPolicy
-}
+type Compiled []compiledPolicy
 
 type compiledPolicy struct {
 	mapexport.Exported
@@ -44,8 +42,8 @@ type compiledPolicy struct {
 // MutatingAdmissionPolicy code (k8s.io/apiserver's CEL compiler, match
 // conditions and JSONPatch patcher, the only patch type mapexport writes),
 // in the CEL environment in which a 1.36 apiserver accepts new policies.
-func Compile(exported []mapexport.Exported) (*Compiled, error) {
-	c := &Compiled{}
+func Compile(exported []mapexport.Exported) (Compiled, error) {
+	var c Compiled
 	for _, e := range exported {
 		p := e.Policy
 		compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(mapexport.CELCompatibility))
@@ -78,7 +76,7 @@ func Compile(exported []mapexport.Exported) (*Compiled, error) {
 			}
 			cp.patchers = append(cp.patchers, patch.NewJSONPatcher(eval))
 		}
-		c.policies = append(c.policies, cp)
+		c = append(c, cp)
 	}
 	return c, nil
 }
@@ -107,13 +105,13 @@ func createAttributes(pod *corev1.Pod, ns *corev1.Namespace, userName string) *a
 // Run runs the policies, in order, on a pod CREATE in namespace ns, as the
 // apiserver does: what it would store, before its defaulting and
 // validation. The pod is not modified.
-func (c *Compiled) Run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
+func (c Compiled) Run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
 	out := pod.DeepCopy()
 	out.SetGroupVersionKind(podGVK)
 	if out.Namespace == "" {
 		out.Namespace = ns.Name
 	}
-	for _, p := range c.policies {
+	for _, p := range c {
 		var err error
 		if out, err = p.run(ctx, out, ns); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Policy.Name, err)
@@ -123,11 +121,8 @@ func (c *Compiled) Run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespac
 }
 
 func (p *compiledPolicy) run(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
-	for _, mr := range []*admissionregistrationv1.MatchResources{p.Policy.Spec.MatchConstraints, p.Binding.Spec.MatchResources} {
-		ok, err := matchesResources(mr, pod, ns)
-		if err != nil || !ok {
-			return pod, err
-		}
+	if ok, err := matchesResources(p.Policy.Spec.MatchConstraints, pod, ns); err != nil || !ok {
+		return pod, err
 	}
 	va := createAttributes(pod, ns, "sandbox-webhook-offline")
 	if p.matcher != nil {
@@ -160,7 +155,8 @@ func (p *compiledPolicy) run(ctx context.Context, pod *corev1.Pod, ns *corev1.Na
 }
 
 // matchesResources evaluates the label selectors of match resources (the
-// resource rules of exported policies always are pod CREATE).
+// resource rules of exported policies always are pod CREATE, and their
+// bindings have no match resources of their own).
 func matchesResources(mr *admissionregistrationv1.MatchResources, pod *corev1.Pod, ns *corev1.Namespace) (bool, error) {
 	if mr == nil {
 		return true, nil
