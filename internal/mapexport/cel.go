@@ -99,16 +99,12 @@ func concat(lists []string) string {
 
 // paren wraps an expression in parentheses unless it is a simple term.
 func paren(e string) string {
-	simple := true
 	depth := 0
 	quote := rune(0)
 	for i, r := range e {
 		switch {
 		case quote != 0:
-			if r == '\\' {
-				continue
-			}
-			if r == quote && (i == 0 || e[i-1] != '\\') {
+			if r == quote && e[i-1] != '\\' {
 				quote = 0
 			}
 		case r == '\'' || r == '"':
@@ -118,13 +114,10 @@ func paren(e string) string {
 		case r == ')' || r == ']' || r == '}':
 			depth--
 		case depth == 0 && (r == ' ' || r == '?' || r == '!'):
-			simple = false
+			return "(" + e + ")"
 		}
 	}
-	if simple {
-		return e
-	}
-	return "(" + e + ")"
+	return e
 }
 
 // globRegexp translates a path.Match pattern into an RE2 regexp, without
