@@ -223,9 +223,9 @@ func selectorCEL(labels string, sel *metav1.LabelSelector) string {
 // and on the quantity's format, which a quantity takes from the suffix it
 // was parsed with (Ki/Mi/.. binary, k/M/.. or none decimal, e3 exponent).
 
-var (
-	pow1024 = []string{"1", "1024", "1048576", "1073741824", "1099511627776", "1125899906842624", "1152921504606846976"}
-	pow1000 = []string{"1", "1000", "1000000", "1000000000", "1000000000000", "1000000000000000", "1000000000000000000"}
+const (
+	pow1024 = "[1, 1024, 1048576, 1073741824, 1099511627776, 1125899906842624, 1152921504606846976]"
+	pow1000 = "[1, 1000, 1000000, 1000000000, 1000000000000, 1000000000000000, 1000000000000000000]"
 )
 
 // quantityClass returns a CEL expression of the format class ('bin', 'exp'
@@ -240,11 +240,13 @@ func quantityClass(s string) string {
 // least 1024 with the largest whole binary suffix, everything else with the
 // largest whole decimal suffix (or exponent), zero as "0".
 func formatQuantity(v, class string) string {
-	ks := "[6, 5, 4, 3, 2, 1, 0]"
-	bin := fmt.Sprintf("%s.filter(qk, qv %% [%s][qk] == 0).map(qk, string(qv / [%s][qk]) + ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][qk])[0]",
-		ks, strings.Join(pow1024, ", "), strings.Join(pow1024, ", "))
-	dec := fmt.Sprintf("%s.filter(qk, qv %% [%s][qk] == 0).map(qk, string(qv / [%s][qk]) + (qf == 'exp' ? (qk == 0 ? '' : 'e' + string(3 * qk)) : ['', 'k', 'M', 'G', 'T', 'P', 'E'][qk]))[0]",
-		ks, strings.Join(pow1000, ", "), strings.Join(pow1000, ", "))
+	// The largest power k of pow whose multiple v is, and v in its unit
+	// plus suffix.
+	largest := func(pow, suffix string) string {
+		return fmt.Sprintf("[6, 5, 4, 3, 2, 1, 0].filter(qk, qv %% %s[qk] == 0).map(qk, string(qv / %s[qk]) + %s)[0]", pow, pow, suffix)
+	}
+	bin := largest(pow1024, "['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][qk]")
+	dec := largest(pow1000, "(qf == 'exp' ? (qk == 0 ? '' : 'e' + string(3 * qk)) : ['', 'k', 'M', 'G', 'T', 'P', 'E'][qk])")
 	return fmt.Sprintf("[%s].map(qf, [%s].map(qv, qv == 0 ? '0' : (qf == 'bin' && qv >= 1024) ? %s : %s)[0])[0]", class, v, bin, dec)
 }
 
@@ -270,8 +272,7 @@ func layout(e string) string {
 		quote byte
 	)
 	for i := 0; i < len(e); i++ {
-		c := e[i]
-		switch {
+		switch c := e[i]; {
 		case quote != 0:
 			switch c {
 			case '\\':
@@ -279,26 +280,19 @@ func layout(e string) string {
 			case quote:
 				quote = 0
 			}
-			continue
 		case c == '\'' || c == '"':
 			quote = c
-			continue
 		case c == '(' || c == '[' || c == '{':
 			depth++
-			continue
 		case c == ')' || c == ']' || c == '}':
 			depth--
-			continue
-		}
-		if depth != 0 || i == start {
-			continue
-		}
-		rest := e[i:]
-		for _, op := range []string{" && ", " || ", " ? ", " : ", " + ", ".filter(", ".map(", ".exists(", ".all("} {
-			if strings.HasPrefix(rest, op) {
-				lines = append(lines, strings.TrimSpace(e[start:i]))
-				start = i
-				break
+		case depth == 0 && i != start:
+			for _, op := range []string{" && ", " || ", " ? ", " : ", " + ", ".filter(", ".map(", ".exists(", ".all("} {
+				if strings.HasPrefix(e[i:], op) {
+					lines = append(lines, strings.TrimSpace(e[start:i]))
+					start = i
+					break
+				}
 			}
 		}
 	}
