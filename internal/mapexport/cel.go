@@ -171,14 +171,12 @@ func regexpQuote(s string) string {
 	return b.String()
 }
 
-// isPlainName reports whether a glob has no wildcard, so it only matches
-// itself (after unescaping) and can go into a label selector.
-func isPlainName(glob string) (string, bool) {
-	if strings.ContainsAny(glob, "*?[") {
-		return "", false
-	}
-	return strings.ReplaceAll(glob, `\`, ""), true
-}
+// isGlob reports whether a glob has a wildcard: one without only matches
+// its plainName and can go into a label selector.
+func isGlob(glob string) bool { return strings.ContainsAny(glob, "*?[") }
+
+// plainName unescapes a glob without wildcards.
+func plainName(glob string) string { return strings.ReplaceAll(glob, `\`, "") }
 
 // globsMatch returns a CEL condition: name matches one of globs.
 func globsMatch(name string, globs []string) string {

@@ -296,45 +296,37 @@ func matchNamespaces(p *policy.Policy, opts Options) (*metav1.LabelSelector, []a
 	}
 	const nameLabel = "kubernetes.io/metadata.name"
 	excluded := append([]string{"kube-system"}, opts.ExcludeNamespaces...)
-	var conds []admissionregistrationv1.MatchCondition
 	var excludeGlobs []string
 	for _, g := range m.ExcludeNamespaces {
-		if n, ok := isPlainName(g); ok {
-			excluded = append(excluded, n)
-		} else {
+		if isGlob(g) {
 			excludeGlobs = append(excludeGlobs, g)
+		} else {
+			excluded = append(excluded, plainName(g))
 		}
 	}
 	slices.Sort(excluded)
-	excluded = slices.Compact(excluded)
 	sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
-		Key: nameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: excluded,
+		Key: nameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: slices.Compact(excluded),
 	})
+	var conds []admissionregistrationv1.MatchCondition
 	if len(excludeGlobs) > 0 {
 		conds = append(conds, admissionregistrationv1.MatchCondition{
 			Name:       "exclude-namespaces",
 			Expression: not(globsMatch("request.namespace", excludeGlobs)),
 		})
 	}
-	if len(m.Namespaces) > 0 {
-		var names []string
-		plain := true
-		for _, g := range m.Namespaces {
-			n, ok := isPlainName(g)
-			plain = plain && ok
-			names = append(names, n)
-		}
-		if plain {
-			slices.Sort(names)
-			sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
-				Key: nameLabel, Operator: metav1.LabelSelectorOpIn, Values: slices.Compact(names),
-			})
-		} else {
-			conds = append(conds, admissionregistrationv1.MatchCondition{
-				Name:       "namespaces",
-				Expression: globsMatch("request.namespace", m.Namespaces),
-			})
-		}
+	switch {
+	case slices.ContainsFunc(m.Namespaces, isGlob):
+		conds = append(conds, admissionregistrationv1.MatchCondition{
+			Name:       "namespaces",
+			Expression: globsMatch("request.namespace", m.Namespaces),
+		})
+	case len(m.Namespaces) > 0:
+		names := each(m.Namespaces, plainName)
+		slices.Sort(names)
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: nameLabel, Operator: metav1.LabelSelectorOpIn, Values: slices.Compact(names),
+		})
 	}
 	return sel, conds
 }
