@@ -36,10 +36,8 @@ func (b *block) mutations(annotation string) {
 		ops = append(ops, appendOps(pd.volumes, "'/spec/volumes'", b.def("newVolumes", concat(parts))))
 	}
 	if m := b.memory; m != nil {
-		limits := fmt.Sprintf("{'memory': %s}", m.limit)
-		requests := fmt.Sprintf("{'memory': %s}", m.request)
-		ops = append(ops, fmt.Sprintf("!%s ? [] : !has(object.spec.resources) ? [JSONPatch{op: 'add', path: '/spec/resources', value: {'limits': %s, 'requests': %s}}] : [%s, %s]",
-			m.write, limits, requests, addKey("object.spec.resources", "'/spec/resources'", "limits", "memory", m.limit), addKey("object.spec.resources", "'/spec/resources'", "requests", "memory", m.request)))
+		ops = append(ops, fmt.Sprintf("!%s ? [] : !has(object.spec.resources) ? [JSONPatch{op: 'add', path: '/spec/resources', value: {'limits': {'memory': %s}, 'requests': {'memory': %s}}}] : [%s, %s]",
+			m.write, m.limit, m.request, addKey("object.spec.resources", "'/spec/resources'", "limits", "memory", m.limit), addKey("object.spec.resources", "'/spec/resources'", "requests", "memory", m.request)))
 	}
 	ops = append(ops, annotation)
 	for i, e := range b.p.Spec.Env {
@@ -111,22 +109,21 @@ func (b *block) containerOps(list, kind string, memory string) []string {
 	for i, e := range b.p.Spec.Env {
 		env = append(env, fmt.Sprintf("(c.name in %s ? [{'name': %s, 'value': %s}] : [])", b.envAdd[i], str(e.Name), str(e.Value)))
 	}
-	// each returns the operations op (a list of them, c the container, i
-	// its index) for every selected container.
-	each := func(op string) string {
+	// perContainer returns the operations op (a list of them, c the
+	// container, i its index) for every selected container.
+	perContainer := func(op string) string {
 		return fmt.Sprintf("lists.range(size(%s)).filter(i, %s).map(i, [%s[i]].map(c, %s)[0]).flatten()",
 			list, b.selects(list+"[i].name"), list, op)
 	}
 	path := fmt.Sprintf("'/spec/%s/' + string(i) + '/", kind)
 	var ops []string
-	for _, f := range []struct {
-		field string
-		items []string
-	}{{"volumeMounts", mounts}, {"env", env}} {
-		if len(f.items) > 0 {
-			ops = append(ops, each(appendOps("c.?"+f.field+".orValue([])", path+f.field+"'", concat(f.items))))
+	appendItems := func(field string, items []string) {
+		if len(items) > 0 {
+			ops = append(ops, perContainer(appendOps("c.?"+field+".orValue([])", path+field+"'", concat(items))))
 		}
 	}
+	appendItems("volumeMounts", mounts)
+	appendItems("env", env)
 	if memory != "" {
 		// Container-level memory: the headroom, or the container's own
 		// request when it is higher, as the limit of every selected app
@@ -141,7 +138,7 @@ func (b *block) containerOps(list, kind string, memory string) []string {
 		if memory != "true" {
 			noLimit = and(memory, noLimit)
 		}
-		ops = append(ops, each(fmt.Sprintf("!%s ? [] : !has(c.resources) ? [JSONPatch{op: 'add', path: %s, value: {'limits': {'memory': %s}, 'requests': {'memory': %s}}}] : [%s] + (%s ? [%s] : [])",
+		ops = append(ops, perContainer(fmt.Sprintf("!%s ? [] : !has(c.resources) ? [JSONPatch{op: 'add', path: %s, value: {'limits': {'memory': %s}, 'requests': {'memory': %s}}}] : [%s] + (%s ? [%s] : [])",
 			paren(noLimit), res, str(b.p.MemoryLimit.String()), str(b.p.MemoryRequest.String()),
 			addKey("c.resources", res, "limits", "memory", lim),
 			noRequest, addKey("c.resources", res, "requests", "memory", str(b.p.MemoryRequest.String())))))
