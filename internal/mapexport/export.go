@@ -167,10 +167,7 @@ func exportPolicy(p *policy.Policy, opts Options) (Exported, error) {
 		b.convert()
 	}
 	b.mutations(setAnnotation(mutate.StatusAnnotation, b.status()))
-
-	nsSel, conds := matchNamespaces(p, opts)
-	podSel, podConds := matchPods(p)
-	return newExported(name, []*policy.Policy{p}, pr, nsSel, podSel, append(conds, podConds...)), nil
+	return newExported(name, []*policy.Policy{p}, pr, p, opts), nil
 }
 
 // passAnnotation holds, during one admission, what the policies compiled
@@ -233,14 +230,18 @@ func exportPolicies(ps []*policy.Policy, opts Options) Exported {
 	// match conditions do not see the namespace's labels).
 	pr.jsonPatch(fmt.Sprintf("%s == '' ? [] : %s", pass, ops))
 
-	nsSel, conds := matchNamespaces(&policy.Policy{}, opts)
-	conds = append(conds,
-		admissionregistrationv1.MatchCondition{Name: "not-windows", Expression: notWindows},
+	// The MAP matches as an empty policy would (every pod but those that
+	// Options and Windows exclude) and then as any of the policies might.
+	return newExported(strings.TrimSuffix(NamePrefix, "-"), ps, pr, &policy.Policy{}, opts,
 		admissionregistrationv1.MatchCondition{Name: "any-policy", Expression: layout(or(any...))})
-	return newExported(strings.TrimSuffix(NamePrefix, "-"), ps, pr, nsSel, &metav1.LabelSelector{}, conds)
 }
 
-func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *metav1.LabelSelector, conds []admissionregistrationv1.MatchCondition) Exported {
+// newExported returns the MAP of the program pr compiled from ps and its
+// binding, matching pod CREATEs as match does (matchNamespaces, matchPods)
+// and then the extra conditions.
+func newExported(name string, ps []*policy.Policy, pr *program, match *policy.Policy, opts Options, extra ...admissionregistrationv1.MatchCondition) Exported {
+	nsSel, conds := matchNamespaces(match, opts)
+	podSel, podConds := matchPods(match)
 	names := each(ps, (*policy.Policy).Name)
 	hashes := each(ps, func(p *policy.Policy) string { return p.Hash })
 	meta := func() metav1.ObjectMeta {
@@ -269,7 +270,7 @@ func newExported(name string, ps []*policy.Policy, pr *program, nsSel, podSel *m
 				}},
 				MatchPolicy: new(admissionregistrationv1.Equivalent),
 			},
-			MatchConditions:    conds,
+			MatchConditions:    append(append(conds, podConds...), extra...),
 			Variables:          pr.vars,
 			Mutations:          pr.mutations,
 			FailurePolicy:      new(admissionregistrationv1.Fail),
