@@ -272,11 +272,7 @@ func (b *block) cache(i int, c policy.Cache) {
 			if size != "" {
 				sizeCond = fmt.Sprintf("has(%s.emptyDir.sizeLimit) && quantity(%s.emptyDir.sizeLimit).compareTo(quantity(%s)) == 0", v, v, str(size))
 			}
-			return and(
-				fmt.Sprintf("%s.all(k, k in ['name', 'emptyDir'])", v),
-				fmt.Sprintf("has(%s.emptyDir)", v),
-				fmt.Sprintf("%s.emptyDir.?medium.orValue('') == %s", v, str(medium)),
-				sizeCond)
+			return exactly(v, "emptyDir", []string{"medium", medium}, sizeCond)
 		},
 	}
 	b.volume(fmt.Sprintf("cache%d", i), v)
@@ -289,13 +285,7 @@ func (b *block) asset(i int, a policy.Asset) {
 		hostPath = &volumeItem{
 			item:    str("asset/" + a.Name + ":hostPath"),
 			literal: fmt.Sprintf("{'name': dyn(%s), 'hostPath': dyn({'path': %s, 'type': %s})}", str(a.Name), str(h.Path), str(h.Type)),
-			want: func(v string) string {
-				return and(
-					fmt.Sprintf("%s.all(k, k in ['name', 'hostPath'])", v),
-					fmt.Sprintf("has(%s.hostPath)", v),
-					fmt.Sprintf("%s.hostPath.?path.orValue('') == %s", v, str(h.Path)),
-					fmt.Sprintf("%s.hostPath.?type.orValue('') == %s", v, str(h.Type)))
-			},
+			want:    func(v string) string { return exactly(v, "hostPath", []string{"path", h.Path, "type", h.Type}) },
 		}
 	}
 	if img := a.Image; img != nil {
@@ -307,11 +297,7 @@ func (b *block) asset(i int, a policy.Asset) {
 			item:    str("asset/" + a.Name + ":image"),
 			literal: fmt.Sprintf("{'name': dyn(%s), 'image': dyn({%s})}", str(a.Name), strings.Join(fields, ", ")),
 			want: func(v string) string {
-				return and(
-					fmt.Sprintf("%s.all(k, k in ['name', 'image'])", v),
-					fmt.Sprintf("has(%s.image)", v),
-					fmt.Sprintf("%s.image.?reference.orValue('') == %s", v, str(img.Reference)),
-					fmt.Sprintf("%s.image.?pullPolicy.orValue('') == %s", v, str(img.PullPolicy)))
+				return exactly(v, "image", []string{"reference", img.Reference, "pullPolicy", img.PullPolicy})
 			},
 		}
 	}
@@ -333,6 +319,17 @@ func (b *block) asset(i int, a policy.Asset) {
 		v.item, v.literal, v.want = image.item, image.literal, image.want
 	}
 	b.volume(fmt.Sprintf("asset%d", i), v)
+}
+
+// exactly returns the CEL condition that the volume v has only a name and
+// the source, whose string fields (pairs of key and value, "" for absent)
+// are those given, and the further conditions hold.
+func exactly(v, source string, fields []string, more ...string) string {
+	conds := []string{fmt.Sprintf("%s.all(k, k in ['name', '%s'])", v, source), fmt.Sprintf("has(%s.%s)", v, source)}
+	for i := 0; i < len(fields); i += 2 {
+		conds = append(conds, fmt.Sprintf("%s.%s.?%s.orValue('') == %s", v, source, fields[i], str(fields[i+1])))
+	}
+	return and(append(conds, more...)...)
 }
 
 // volume defines the variables of one volume item, following
