@@ -179,7 +179,7 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)
 	if err == nil {
-		err = p.finish(errOut)
+		err = p.finish(out, errOut)
 	}
 	p.progress.done()
 	if ferr := out.Flush(); err == nil {
@@ -215,7 +215,7 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 
 // finish writes what needs the whole input: the end of the -o output, the
 // --map comparison, the summary, and the verdicts.
-func (p *pipeline) finish(errOut io.Writer) error {
+func (p *pipeline) finish(out, errOut io.Writer) error {
 	if p.objects == 0 && p.lists == 0 {
 		return fmt.Errorf("no objects in the input (%s): nothing to do", strings.Join(p.o.filenames, ", "))
 	}
@@ -232,7 +232,7 @@ func (p *pipeline) finish(errOut io.Writer) error {
 		}
 	}
 	if p.o.output == "summary" {
-		if err := p.summary.write(p.out.writer(), p.o.check); err != nil {
+		if err := p.summary.write(out, p.o.check); err != nil {
 			return err
 		}
 	}

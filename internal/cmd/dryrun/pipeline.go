@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -129,13 +129,7 @@ func (p *pipeline) note(format string, args ...any) {
 }
 
 // podKinds are the kinds dry-run mutates, for the hint on a miscased kind.
-var podKinds = append(slices.Sorted(func(yield func(string) bool) {
-	for k := range input.TemplatePaths {
-		if !yield(k) {
-			return
-		}
-	}
-}), "Pod")
+var podKinds = append(slices.Sorted(maps.Keys(input.TemplatePaths)), "Pod")
 
 // process runs one object through the core and reports it. depth is how
 // deeply it is nested in Lists.
@@ -250,12 +244,8 @@ func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
 	}
 	labels := make(map[string]string, len(known)+len(p.extraLabels)+1)
 	labels["kubernetes.io/metadata.name"] = name
-	for k, v := range known {
-		labels[k] = v
-	}
-	for k, v := range p.extraLabels {
-		labels[k] = v
-	}
+	maps.Copy(labels, known)
+	maps.Copy(labels, p.extraLabels)
 	return mutate.Namespace{Name: name, Labels: labels}, nil
 }
 
@@ -269,7 +259,6 @@ type outputWriter interface {
 	listEnd(tail map[string]any) error
 	pod(p *preview.Pod) error
 	close() error
-	writer() io.Writer
 }
 
 func newOutputWriter(format string, w *bufio.Writer) outputWriter {
@@ -283,8 +272,18 @@ func newOutputWriter(format string, w *bufio.Writer) outputWriter {
 	case "diff":
 		return &diffOutput{w: w}
 	}
-	return &summaryOutput{w: w}
+	return noOutput{} // -o summary prints the fleet summary at the end
 }
+
+// noOutput writes nothing; the writers embed it for the calls they ignore.
+type noOutput struct{}
+
+func (noOutput) object(map[string]any) error    { return nil }
+func (noOutput) listStart(map[string]any) error { return nil }
+func (noOutput) listItem(any) error             { return nil }
+func (noOutput) listEnd(map[string]any) error   { return nil }
+func (noOutput) pod(*preview.Pod) error         { return nil }
+func (noOutput) close() error                   { return nil }
 
 // splitKeys returns the keys of m that sort before "items" and after it.
 func splitKeys(m map[string]any) (before, after []string) {
@@ -296,8 +295,8 @@ func splitKeys(m map[string]any) (before, after []string) {
 			after = append(after, k)
 		}
 	}
-	sort.Strings(before)
-	sort.Strings(after)
+	slices.Sort(before)
+	slices.Sort(after)
 	return before, after
 }
 
@@ -314,14 +313,13 @@ func subMap(m map[string]any, keys []string) map[string]any {
 // whole List gives (keys in order, "items" at its place), because each item
 // is marshalled at the column it has in the List.
 type yamlOutput struct {
+	noOutput
 	w     *bufio.Writer
 	docs  int
 	items int
 	after map[string]any
 	block output.BlockYAML
 }
-
-func (y *yamlOutput) writer() io.Writer { return y.w }
 
 func (y *yamlOutput) separate() {
 	if y.docs > 0 {
@@ -382,27 +380,21 @@ func (y *yamlOutput) listEnd(tail map[string]any) error {
 	if y.items == 0 {
 		_, _ = y.w.WriteString("items: []\n")
 	}
-	for k, v := range tail {
-		y.after[k] = v
-	}
+	maps.Copy(y.after, tail)
 	if len(y.after) == 0 {
 		return nil
 	}
 	return y.marshal(y.after)
 }
 
-func (*yamlOutput) pod(*preview.Pod) error { return nil }
-func (*yamlOutput) close() error           { return nil }
-
 // jsonOutput prints each document as indented JSON; a List is written as
 // its items come, exactly as json.MarshalIndent of the whole List.
 type jsonOutput struct {
+	noOutput
 	w     *bufio.Writer
 	items int
 	after map[string]any
 }
-
-func (j *jsonOutput) writer() io.Writer { return j.w }
 
 func (j *jsonOutput) object(doc map[string]any) error {
 	b, err := json.MarshalIndent(doc, "", "  ")
@@ -463,9 +455,7 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 	} else {
 		_, _ = j.w.WriteString("]")
 	}
-	for k, v := range tail {
-		j.after[k] = v
-	}
+	maps.Copy(j.after, tail)
 	_, after := splitKeys(j.after)
 	for k := range j.after {
 		if k < "items" {
@@ -482,13 +472,11 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 	return err
 }
 
-func (*jsonOutput) pod(*preview.Pod) error { return nil }
-func (*jsonOutput) close() error           { return nil }
-
 // patchOutput prints the JSONPatch of one pod as a JSON array, of several
 // one {"object": ..., "patch": [...]} per line. Until a second pod comes,
 // the first is held back.
 type patchOutput struct {
+	noOutput
 	w       *bufio.Writer
 	n       int
 	pending patchLine
@@ -498,12 +486,6 @@ type patchLine struct {
 	Object string          `json:"object"`
 	Patch  json.RawMessage `json:"patch"`
 }
-
-func (p *patchOutput) writer() io.Writer            { return p.w }
-func (*patchOutput) object(map[string]any) error    { return nil }
-func (*patchOutput) listStart(map[string]any) error { return nil }
-func (*patchOutput) listItem(any) error             { return nil }
-func (*patchOutput) listEnd(map[string]any) error   { return nil }
 
 func (p *patchOutput) pod(dp *preview.Pod) error {
 	line := patchLine{Object: dp.Name, Patch: preview.NonNullPatch(dp.Patch)}
@@ -538,14 +520,10 @@ func writePatchLine(w io.Writer, l patchLine) error {
 }
 
 // diffOutput prints a unified diff of every changed pod object, one by one.
-type diffOutput struct{ w *bufio.Writer }
-
-func (d *diffOutput) writer() io.Writer            { return d.w }
-func (*diffOutput) object(map[string]any) error    { return nil }
-func (*diffOutput) listStart(map[string]any) error { return nil }
-func (*diffOutput) listItem(any) error             { return nil }
-func (*diffOutput) listEnd(map[string]any) error   { return nil }
-func (*diffOutput) close() error                   { return nil }
+type diffOutput struct {
+	noOutput
+	w *bufio.Writer
+}
 
 func (d *diffOutput) pod(p *preview.Pod) error {
 	if !p.Changed {
@@ -570,43 +548,24 @@ func (d *diffOutput) pod(p *preview.Pod) error {
 	return err
 }
 
-// summaryOutput writes nothing per object: -o summary prints the fleet
-// summary at the end.
-type summaryOutput struct{ w *bufio.Writer }
-
-func (s *summaryOutput) writer() io.Writer            { return s.w }
-func (*summaryOutput) object(map[string]any) error    { return nil }
-func (*summaryOutput) listStart(map[string]any) error { return nil }
-func (*summaryOutput) listItem(any) error             { return nil }
-func (*summaryOutput) listEnd(map[string]any) error   { return nil }
-func (*summaryOutput) pod(*preview.Pod) error         { return nil }
-func (*summaryOutput) close() error                   { return nil }
-
 // progress shows a count of objects on a terminal's stderr when the
 // per-object report is off (-o summary) and the input is large.
 type progress struct {
-	w      io.Writer
-	shown  bool
-	active bool
+	w     io.Writer // nil: not shown
+	shown bool
 }
 
 func newProgress(w io.Writer, wanted bool) *progress {
-	f, ok := w.(*os.File)
-	if !wanted {
-		ok = false
+	if f, ok := w.(*os.File); ok && wanted {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return &progress{w: w}
+		}
 	}
-	if !ok {
-		return &progress{}
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return &progress{}
-	}
-	return &progress{w: w, active: true}
+	return &progress{}
 }
 
 func (p *progress) tick(n int) {
-	if p.active && n%1000 == 0 {
+	if p.w != nil && n%1000 == 0 {
 		fmt.Fprintf(p.w, "\rdry-run: %d objects read", n)
 		p.shown = true
 	}
