@@ -232,9 +232,7 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		}
 	}
 	if p.o.output == "summary" {
-		if err := p.summary.write(out, p.o.check); err != nil {
-			return err
-		}
+		p.summary.write(out, p.o.check)
 	}
 	if p.o.check && p.rejected > 0 {
 		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}

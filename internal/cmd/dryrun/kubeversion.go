@@ -127,14 +127,12 @@ func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, []string) {
 	if out == pod {
 		out = pod.DeepCopy()
 	}
-	isImage := func(v corev1.Volume) bool { return v.Image != nil }
 	mountsImage := func(m corev1.VolumeMount) bool { return slices.Contains(images, m.Name) }
-	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, isImage)
-	for i := range out.Spec.InitContainers {
-		out.Spec.InitContainers[i].VolumeMounts = slices.DeleteFunc(out.Spec.InitContainers[i].VolumeMounts, mountsImage)
-	}
-	for i := range out.Spec.Containers {
-		out.Spec.Containers[i].VolumeMounts = slices.DeleteFunc(out.Spec.Containers[i].VolumeMounts, mountsImage)
+	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Image != nil })
+	for _, cs := range [][]corev1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, mountsImage)
+		}
 	}
 	for i := range out.Spec.EphemeralContainers {
 		ec := &out.Spec.EphemeralContainers[i]

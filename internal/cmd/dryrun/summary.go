@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -50,22 +51,12 @@ func (r reasons) add(reason string) {
 
 // top returns the n most frequent reasons, most frequent first.
 func (r reasons) top(n int) []string {
-	keys := make([]string, 0, len(r))
-	for k := range r {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if c := cmp.Compare(r[b], r[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
+	keys := slices.SortedFunc(maps.Keys(r), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r[b], r[a]), strings.Compare(a, b))
 	})
-	if len(keys) > n {
-		keys = keys[:n]
-	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = fmt.Sprintf("%d× %s", r[k], k)
+	out := make([]string, min(n, len(keys)))
+	for i := range out {
+		out[i] = fmt.Sprintf("%d× %s", r[keys[i]], keys[i])
 	}
 	return out
 }
@@ -151,7 +142,7 @@ func (s *fleetSummary) add(p *preview.Pod, problems []string) {
 }
 
 // write prints the summary.
-func (s *fleetSummary) write(w io.Writer, check bool) error {
+func (s *fleetSummary) write(w io.Writer, check bool) {
 	r := preview.NewReportWriter(w)
 	r.Line("objects: %d pods, %d workloads with a pod template, %d passed through unchanged (not a pod or a workload)", s.pods, s.workloads, s.passed)
 	if s.nestedLists > 0 {
@@ -197,5 +188,4 @@ func (s *fleetSummary) write(w io.Writer, check bool) error {
 			r.Line("  %s", t)
 		}
 	}
-	return nil
 }
