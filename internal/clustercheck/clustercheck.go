@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -55,10 +56,7 @@ func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod 
 			if SubresourcesOnly(&w) {
 				continue
 			}
-			s := Selection{Configuration: c.Name, Webhook: w.Name, FailurePolicy: string(admissionregistrationv1.Fail)}
-			if w.FailurePolicy != nil {
-				s.FailurePolicy = string(*w.FailurePolicy)
-			}
+			s := Selection{Configuration: c.Name, Webhook: w.Name, FailurePolicy: FailurePolicy(&w)}
 			for _, mc := range w.MatchConditions {
 				s.MatchConditions = append(s.MatchConditions, mc.Name+": "+mc.Expression)
 			}
@@ -68,6 +66,12 @@ func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod 
 		}
 	}
 	return out
+}
+
+// FailurePolicy is the webhook's failurePolicy, Fail (the apiserver's
+// default) when unset.
+func FailurePolicy(w *admissionregistrationv1.MutatingWebhook) string {
+	return string(ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail))
 }
 
 // selects returns why the webhook does not receive the pod's CREATE and the

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"time"
@@ -36,18 +37,15 @@ type Unreachable struct {
 // that fails names the webhook selector that stops it.
 func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhookConfiguration) []Unreachable {
 	var out []Unreachable
+	type block struct {
+		name    string
+		ns, pod labels.Selector
+		names   []string
+	}
 	for _, p := range set.Policies {
-		blocks := []struct {
-			name    string
-			ns, pod labels.Selector
-			names   []string
-		}{}
+		var blocks []block
 		if len(p.Any) == 0 {
-			blocks = append(blocks, struct {
-				name    string
-				ns, pod labels.Selector
-				names   []string
-			}{"match", p.NamespaceSelector, p.PodSelector, p.Spec.Match.Namespaces})
+			blocks = append(blocks, block{"match", p.NamespaceSelector, p.PodSelector, p.Spec.Match.Namespaces})
 		}
 		for i, b := range p.Any {
 			ns, pod := b.NamespaceSelector, b.PodSelector
@@ -61,11 +59,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			if len(names) == 0 {
 				names = p.Spec.Match.Namespaces
 			}
-			blocks = append(blocks, struct {
-				name    string
-				ns, pod labels.Selector
-				names   []string
-			}{fmt.Sprintf("match.any[%d]", i), ns, pod, names})
+			blocks = append(blocks, block{fmt.Sprintf("match.any[%d]", i), ns, pod, names})
 		}
 		for _, b := range blocks {
 			// The pods are those the policy is written for: only the
@@ -89,9 +83,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 							nsLabels = witness(sel)
 						}
 					}
-					for k, v := range policyNS {
-						nsLabels[k] = v
-					}
+					maps.Copy(nsLabels, policyNS)
 					// A selection without podSelector takes every pod,
 					// those the objectSelector asks for included.
 					podLabels := witness(b.pod)

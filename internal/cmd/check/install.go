@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
@@ -41,8 +44,8 @@ type installReport struct {
 	OK           bool             `json:"ok"`
 }
 
-func (r *installReport) add(level, subject, msg, fix string) {
-	r.Findings = append(r.Findings, installFinding{Level: level, Subject: subject, Message: msg, Fix: fix})
+func (rep *installReport) add(level, subject, msg, fix string) {
+	rep.Findings = append(rep.Findings, installFinding{Level: level, Subject: subject, Message: msg, Fix: fix})
 }
 
 func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *cobra.Command {
@@ -87,7 +90,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 	}
 	for _, c := range configs {
 		for _, w := range c.Webhooks {
-			o.checkWebhook(ctx, cs, rep, c.Name+"/"+w.Name, w)
+			rep.checkWebhook(ctx, cs, c.Name+"/"+w.Name, w)
 		}
 	}
 	releaseNS := o.releaseNamespace
@@ -107,7 +110,11 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			rep.add("error", "policy "+u.Policy+" "+u.Block, u.Reason, u.Fix)
 		}
 		if len(un) == 0 && len(configs) > 0 {
-			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", countPolicies(len(set.Policies)), source), "")
+			n := "1 policy"
+			if len(set.Policies) != 1 {
+				n = fmt.Sprintf("%d policies", len(set.Policies))
+			}
+			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", n, source), "")
 		}
 		if o.statusURL != "" {
 			st, err := readStatus(ctx, o.statusURL)
@@ -123,12 +130,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			}
 		}
 	}
-	rep.OK = true
-	for _, f := range rep.Findings {
-		if f.Level == "error" {
-			rep.OK = false
-		}
-	}
+	rep.OK = !slices.ContainsFunc(rep.Findings, func(f installFinding) bool { return f.Level == "error" })
 	if err := writeInstallReport(streams.Out, rep, o.output); err != nil {
 		return err
 	}
@@ -139,14 +141,14 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 }
 
 // checkWebhook checks one webhook's caBundle, endpoints and certificate.
-func (o *clusterCheckOptions) checkWebhook(ctx context.Context, cs kubernetes.Interface, rep *installReport, subject string, w admissionregistrationv1.MutatingWebhook) {
+func (rep *installReport) checkWebhook(ctx context.Context, cs kubernetes.Interface, subject string, w admissionregistrationv1.MutatingWebhook) {
 	pool, cas, err := clustercheck.CAPool(w.ClientConfig.CABundle)
 	if err != nil {
 		rep.add("error", subject, err.Error(), "set the caBundle to the CA that signed the serving certificate (cert-manager's cainjector, or the chart's webhook.caBundle)")
 		return
 	}
 	for _, ca := range cas {
-		o.expiry(rep, subject, "the caBundle's CA "+ca.Subject.CommonName, ca.NotAfter)
+		rep.expiry(subject, "the caBundle's CA "+ca.Subject.CommonName, ca.NotAfter)
 	}
 	var address, serverName string
 	switch cc := w.ClientConfig; {
@@ -156,17 +158,9 @@ func (o *clusterCheckOptions) checkWebhook(ctx context.Context, cs kubernetes.In
 			rep.add("error", subject, "invalid url: "+err.Error(), "")
 			return
 		}
-		port := u.Port()
-		if port == "" {
-			port = "443"
-		}
-		address, serverName = net.JoinHostPort(u.Hostname(), port), u.Hostname()
+		address, serverName = net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "443")), u.Hostname()
 	case cc.Service != nil:
 		s := cc.Service
-		port := int32(443)
-		if s.Port != nil {
-			port = *s.Port
-		}
 		if _, err := cs.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
 			rep.add("error", subject, fmt.Sprintf("service %s/%s: %v", s.Namespace, s.Name, err), "install the chart's Service, or fix clientConfig.service")
 			return
@@ -179,19 +173,19 @@ func (o *clusterCheckOptions) checkWebhook(ctx context.Context, cs kubernetes.In
 		ready := 0
 		for _, sl := range eps.Items {
 			for _, e := range sl.Endpoints {
-				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				if ptr.Deref(e.Conditions.Ready, true) {
 					ready++
 				}
 			}
 		}
 		if ready == 0 {
-			rep.add("error", subject, fmt.Sprintf("service %s/%s has no ready endpoint: no replica answers (failurePolicy %s)", s.Namespace, s.Name, failurePolicyOf(w)),
+			rep.add("error", subject, fmt.Sprintf("service %s/%s has no ready endpoint: no replica answers (failurePolicy %s)", s.Namespace, s.Name, clustercheck.FailurePolicy(&w)),
 				"look at the webhook Deployment's pods: kubectl -n "+s.Namespace+" get pods,events")
 		} else {
 			rep.add("ok", subject, fmt.Sprintf("service %s/%s has %d ready endpoints", s.Namespace, s.Name, ready), "")
 		}
 		serverName = s.Name + "." + s.Namespace + ".svc"
-		address = net.JoinHostPort(serverName, strconv.Itoa(int(port)))
+		address = net.JoinHostPort(serverName, strconv.Itoa(int(ptr.Deref(s.Port, 443))))
 	default:
 		rep.add("error", subject, "clientConfig has neither url nor service", "")
 		return
@@ -212,27 +206,20 @@ func (o *clusterCheckOptions) checkWebhook(ctx context.Context, cs kubernetes.In
 		rep.add("ok", subject, "the caBundle verifies the certificate served at "+address, "")
 	}
 	if len(serving.Chain) > 0 {
-		o.expiry(rep, subject, "the serving certificate", serving.Chain[0].NotAfter)
+		rep.expiry(subject, "the serving certificate", serving.Chain[0].NotAfter)
 	}
 }
 
-func (o *clusterCheckOptions) expiry(rep *installReport, subject, what string, notAfter time.Time) {
-	left := time.Until(notAfter)
+func (rep *installReport) expiry(subject, what string, notAfter time.Time) {
+	left, at := time.Until(notAfter), notAfter.UTC().Format(time.RFC3339)
 	switch {
 	case left <= 0:
-		rep.add("error", subject, fmt.Sprintf("%s expired at %s", what, notAfter.UTC().Format(time.RFC3339)), "renew it (cert-manager renews its own; certs generate for a self-managed one)")
+		rep.add("error", subject, fmt.Sprintf("%s expired at %s", what, at), "renew it (cert-manager renews its own; certs generate for a self-managed one)")
 	case left < expiryWarning:
-		rep.add("warning", subject, fmt.Sprintf("%s expires at %s, in %s", what, notAfter.UTC().Format(time.RFC3339), left.Round(time.Minute)), "renew it before it expires")
+		rep.add("warning", subject, fmt.Sprintf("%s expires at %s, in %s", what, at, left.Round(time.Minute)), "renew it before it expires")
 	default:
-		rep.add("ok", subject, fmt.Sprintf("%s expires at %s", what, notAfter.UTC().Format(time.RFC3339)), "")
+		rep.add("ok", subject, fmt.Sprintf("%s expires at %s", what, at), "")
 	}
-}
-
-func failurePolicyOf(w admissionregistrationv1.MutatingWebhook) string {
-	if w.FailurePolicy == nil {
-		return string(admissionregistrationv1.Fail)
-	}
-	return string(*w.FailurePolicy)
 }
 
 // serverStatus is the part of the server's /status that check reads.
@@ -290,12 +277,4 @@ func writeInstallReport(w io.Writer, rep *installReport, output string) error {
 		fmt.Fprintln(w, "verdict: errors found")
 	}
 	return nil
-}
-
-// countPolicies says "1 policy" or "n policies".
-func countPolicies(n int) string {
-	if n == 1 {
-		return "1 policy"
-	}
-	return fmt.Sprintf("%d policies", n)
 }
