@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -143,9 +144,11 @@ type checkPolicy struct {
 }
 
 func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams, kind, name string) error {
+	var doc map[string]any // -f's
 	if kind == "file" {
 		// A file that holds no single pod is said before any cluster error.
-		if _, err := input.ReadOneObject(o.filename); err != nil {
+		var err error
+		if doc, err = input.ReadOneObject(o.filename); err != nil {
 			return err
 		}
 	}
@@ -155,7 +158,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	}
 
 	rep := &checkReport{}
-	pod, err := o.readPod(ctx, cs, kind, name, namespace, rep)
+	pod, err := o.readPod(ctx, cs, kind, name, doc, namespace, rep)
 	if err != nil {
 		return err
 	}
@@ -198,10 +201,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 		}
 	}
 
-	releaseNS := o.releaseNamespace
-	if releaseNS == "" && len(configs) > 0 {
-		releaseNS = serviceNamespace(configs[0])
-	}
+	releaseNS := o.releaseNS(configs)
 	set, source, err := o.loadPolicies(ctx, cs, configs, releaseNS)
 	if err != nil {
 		return err
@@ -248,11 +248,10 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 		rep.Policies = append(rep.Policies, cp)
 	}
 
-	sent := slices.ContainsFunc(rep.Webhooks, func(s clustercheck.Selection) bool { return s.Sends })
-	failurePolicy := ""
+	failurePolicy, sent := "", false
 	for _, s := range rep.Webhooks {
 		if s.Sends {
-			failurePolicy = s.FailurePolicy
+			failurePolicy, sent = s.FailurePolicy, true
 		}
 	}
 	matched := slices.ContainsFunc(res.Policies, func(pr mutate.PolicyResult) bool { return pr.Matched && pr.Enforcement == policy.Enforce })
@@ -296,8 +295,6 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	return nil
 }
 
-// client returns a clientset for the kubeconfig context and the namespace
-// to use.
 // start checks --output and connects: what every check subcommand does
 // first. A nil ctx (a command run outside Execute) is the background one.
 func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kubernetes.Interface, string, error) {
@@ -316,6 +313,8 @@ func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kuber
 	return ctx, cs, namespace, err
 }
 
+// client returns a clientset for the kubeconfig context and the namespace
+// to use.
 func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
@@ -338,8 +337,9 @@ func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
 	return cs, namespace, err
 }
 
-// readPod reads the pod to check.
-func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interface, kind, name, namespace string, rep *checkReport) (*corev1.Pod, error) {
+// readPod reads the pod to check: kind NAME from the cluster, or the one
+// doc, read from -f, holds.
+func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interface, kind, name string, doc map[string]any, namespace string, rep *checkReport) (*corev1.Pod, error) {
 	switch kind {
 	case "pod":
 		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -355,10 +355,6 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 		}
 		rep.Object = "Deployment " + namespace + "/" + name
 		return &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}, nil
-	}
-	doc, err := input.ReadOneObject(o.filename)
-	if err != nil {
-		return nil, err
 	}
 	obj := input.Classify(doc)
 	if !obj.HasPod() {
@@ -404,10 +400,13 @@ func (o *clusterCheckOptions) configurations(ctx context.Context, cs kubernetes.
 	return list.Items, nil
 }
 
-// serviceNamespace is the namespace of the first webhook's service, "" for
-// a url webhook.
-func serviceNamespace(c admissionregistrationv1.MutatingWebhookConfiguration) string {
-	for _, w := range c.Webhooks {
+// releaseNS is --release-namespace, else the namespace of the first
+// configuration's first service webhook ("" for url webhooks).
+func (o *clusterCheckOptions) releaseNS(configs []admissionregistrationv1.MutatingWebhookConfiguration) string {
+	if o.releaseNamespace != "" || len(configs) == 0 {
+		return o.releaseNamespace
+	}
+	for _, w := range configs[0].Webhooks {
 		if s := w.ClientConfig.Service; s != nil {
 			return s.Namespace
 		}
@@ -431,13 +430,7 @@ func (o *clusterCheckOptions) loadPolicies(ctx context.Context, cs kubernetes.In
 	}
 	source := "ConfigMap " + releaseNS + "/" + name
 	var ps []*policy.Policy
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range cm.Data {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		p, err := policy.Parse(source+" key "+key, []byte(cm.Data[key]))
 		if err != nil {
 			return nil, "", err

@@ -93,11 +93,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			rep.checkWebhook(ctx, cs, c.Name+"/"+w.Name, w)
 		}
 	}
-	releaseNS := o.releaseNamespace
-	if releaseNS == "" && len(configs) > 0 {
-		releaseNS = serviceNamespace(configs[0])
-	}
-	if set, source, err := o.loadPolicies(ctx, cs, configs, releaseNS); err != nil {
+	if set, source, err := o.loadPolicies(ctx, cs, configs, o.releaseNS(configs)); err != nil {
 		var usage *command.ExitCodeError
 		if errors.As(err, &usage) {
 			return err // which release to read is the caller's to say, as in check pod
