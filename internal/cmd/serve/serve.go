@@ -5,9 +5,10 @@ package serve
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,31 +35,16 @@ import (
 // --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
 const EnvPrefix = "SANDBOX_WEBHOOK_"
 
-// flagValues are the serve flags before they become server.Options.
+// flagValues are the serve flags: those server.Options holds as given, and
+// those it holds parsed.
 type flagValues struct {
-	config             string
-	policies           []string
-	allowEmpty         bool
-	leakMitigation     mutate.LeakMitigation
-	leakMitigationFile string
-	certDir            string
-	bindAddress        string
-	port               int
-	metricsAddress     string
-	healthAddress      string
-	kubeconfig         string
-	excludeNamespaces  []string
-	allowedHostPaths   []string
-	tlsMinVersion      string
-	maxRequestBytes    string
-	maxBufferedBytes   string
-	maxInFlight        int
-	logLevel           string
-	readTimeout        time.Duration
-	writeTimeout       time.Duration
-	shutdownDelay      time.Duration
-	idleDrain          time.Duration
-	reloadInterval     time.Duration
+	server.Options
+	config           string
+	kubeconfig       string
+	tlsMinVersion    string
+	maxRequestBytes  string
+	maxBufferedBytes string
+	logLevel         string
 }
 
 // NewCommand returns the `serve` command, with the certificate flags of
@@ -67,7 +53,7 @@ func NewCommand(certOpts *certs.Options) *cobra.Command {
 	if certOpts == nil {
 		certOpts = certs.NewOptions()
 	}
-	v := &flagValues{leakMitigation: mutate.LeakMitigationPolicy}
+	v := &flagValues{Options: server.Options{LeakMitigation: mutate.LeakMitigationPolicy}}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the mutating admission webhook for sandbox pods",
@@ -107,7 +93,7 @@ server's own 90s, so that the client closes them.`,
 			if err := resolveFlags(cmd.Flags(), os.LookupEnv); err != nil {
 				return usage(cmd, err)
 			}
-			if len(v.policies) == 0 {
+			if len(v.PolicyPaths) == 0 {
 				return usage(cmd, fmt.Errorf("--policy is required (or $%s, or the policy key of --config)", EnvVar("policy")))
 			}
 			log, err := server.NewLogger(v.logLevel, cmd.ErrOrStderr())
@@ -140,53 +126,36 @@ server's own 90s, so that the client closes them.`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&v.config, "config", "", "YAML file with defaults for these flags; keys are the long flag names")
-	flags.Policy(fs, &v.policies, "; reloaded on change")
-	flags.AllowEmptyPolicies(fs, &v.allowEmpty)
-	flags.LeakMitigation(fs, &v.leakMitigation, "")
-	fs.StringVar(&v.leakMitigationFile, "leak-mitigation-file", "", "file holding on, off or policy; reloaded on change; wins over --leak-mitigation")
-	fs.StringVar(&v.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded on change")
-	fs.StringVar(&v.bindAddress, "bind-address", "0.0.0.0", "address the webhook listens on")
-	fs.IntVar(&v.port, "port", 9443, "HTTPS port of the webhook; the path is /mutate-v1-pod")
-	fs.StringVar(&v.metricsAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
-	fs.StringVar(&v.healthAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
+	flags.Policy(fs, &v.PolicyPaths, "; reloaded on change")
+	flags.AllowEmptyPolicies(fs, &v.AllowEmptyPolicies)
+	flags.LeakMitigation(fs, &v.LeakMitigation, "")
+	fs.StringVar(&v.LeakMitigationFile, "leak-mitigation-file", "", "file holding on, off or policy; reloaded on change; wins over --leak-mitigation")
+	fs.StringVar(&v.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded on change")
+	fs.StringVar(&v.BindAddress, "bind-address", "0.0.0.0", "address the webhook listens on")
+	fs.IntVar(&v.Port, "port", 9443, "HTTPS port of the webhook; the path is /mutate-v1-pod")
+	fs.StringVar(&v.MetricsBindAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+	fs.StringVar(&v.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz, /readyz and /status; 0 disables it")
 	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config")
-	flags.AllowedHostPath(fs, &v.allowedHostPaths)
-	flags.ExcludeNamespace(fs, &v.excludeNamespaces, "; default: $POD_NAMESPACE when set")
+	flags.AllowedHostPath(fs, &v.AllowedHostPaths)
+	flags.ExcludeNamespace(fs, &v.ExcludeNamespaces, "; default: $POD_NAMESPACE when set")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
 	fs.StringVar(&v.maxBufferedBytes, "max-buffered-bytes", "32Mi", "request body bytes held at once, counted before reading; bodies over 64Ki share 3/4 of it; no room within 2s: HTTP 503")
-	fs.IntVar(&v.maxInFlight, "max-in-flight", 256, "requests read or answered at once; no room within 2s: HTTP 503")
+	fs.IntVar(&v.MaxInFlight, "max-in-flight", 256, "requests read or answered at once; no room within 2s: HTTP 503")
 	fs.StringVar(&v.logLevel, "log-level", "info", "info, or debug for a line per admission decision; JSON on stderr")
-	fs.DurationVar(&v.readTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
-	fs.DurationVar(&v.writeTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
-	fs.DurationVar(&v.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
-	fs.DurationVar(&v.idleDrain, "idle-drain", 95*time.Second, "after --shutdown-delay, how long clients may take to close idle keep-alive connections")
-	fs.DurationVar(&v.reloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
+	fs.DurationVar(&v.ReadTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
+	fs.DurationVar(&v.WriteTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
+	fs.DurationVar(&v.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep answering, not ready, before closing the listener")
+	fs.DurationVar(&v.IdleDrain, "idle-drain", 95*time.Second, "after --shutdown-delay, how long clients may take to close idle keep-alive connections")
+	fs.DurationVar(&v.ReloadInterval, "reload-interval", 30*time.Second, "how often policy and leak-mitigation files are re-read even without a file event")
 	certificateFlags(fs, certOpts)
 	return cmd
 }
 
 // options turns the resolved flags into server.Options.
 func (v *flagValues) options(fs *pflag.FlagSet) (server.Options, error) {
-	o := server.Options{
-		PolicyPaths:            v.policies,
-		AllowEmptyPolicies:     v.allowEmpty,
-		LeakMitigation:         v.leakMitigation,
-		LeakMitigationFile:     v.leakMitigationFile,
-		ExcludeNamespaces:      v.excludeNamespaces,
-		AllowedHostPaths:       v.allowedHostPaths,
-		ReloadInterval:         v.reloadInterval,
-		CertDir:                v.certDir,
-		BindAddress:            v.bindAddress,
-		Port:                   v.port,
-		ReadTimeout:            v.readTimeout,
-		WriteTimeout:           v.writeTimeout,
-		ShutdownDelay:          v.shutdownDelay,
-		IdleDrain:              v.idleDrain,
-		MetricsBindAddress:     v.metricsAddress,
-		HealthProbeBindAddress: v.healthAddress,
-	}
-	if err := policy.CheckAllowedHostPaths(v.allowedHostPaths); err != nil {
+	o := v.Options
+	if err := policy.CheckAllowedHostPaths(o.AllowedHostPaths); err != nil {
 		return o, err
 	}
 	switch v.tlsMinVersion {
@@ -211,10 +180,9 @@ func (v *flagValues) options(fs *pflag.FlagSet) (server.Options, error) {
 		}
 		o.MaxBufferedBytes = q.Value()
 	}
-	if v.maxInFlight < 0 {
-		return o, fmt.Errorf("--max-in-flight %d: must be positive", v.maxInFlight)
+	if o.MaxInFlight < 0 {
+		return o, fmt.Errorf("--max-in-flight %d: must be positive", o.MaxInFlight)
 	}
-	o.MaxInFlight = v.maxInFlight
 	if !fs.Changed("exclude-namespace") {
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			o.ExcludeNamespaces = []string{ns}
@@ -259,13 +227,8 @@ func applyConfig(fs *pflag.FlagSet, path string, raw []byte) error {
 	if err := yaml.UnmarshalStrict(raw, &values); err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var errs []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
 		f := fs.Lookup(k)
 		if f == nil || k == "config" || k == "help" {
 			errs = append(errs, fmt.Sprintf("unknown key %q (keys are the long flag names of serve)", k))
