@@ -5,11 +5,13 @@ package testcmd
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,18 +194,12 @@ func loadTest(path string) (*policyTest, error) {
 		problems = append(problems, "cases: list at least one case")
 	}
 	for i, c := range t.Cases {
-		expects := 0
-		for _, set := range []bool{c.Object != "", c.Patch != "", c.Unchanged, c.Matched != nil, c.Warnings != nil} {
-			if set {
-				expects++
-			}
-		}
 		switch {
 		case c.Name == "":
 			problems = append(problems, fmt.Sprintf("cases[%d].name: required", i))
 		case c.Input == "":
 			problems = append(problems, fmt.Sprintf("cases[%d] (%s).input: required", i, c.Name))
-		case expects == 0:
+		case !slices.Contains([]bool{c.Object != "", c.Patch != "", c.Unchanged, c.Matched != nil, c.Warnings != nil}, true):
 			problems = append(problems, fmt.Sprintf("cases[%d] (%s): expects nothing: set object, patch, unchanged, matched and/or warnings", i, c.Name))
 		case c.Unchanged && (c.Object != "" || c.Patch != ""):
 			problems = append(problems, fmt.Sprintf("cases[%d] (%s): unchanged excludes object and patch", i, c.Name))
@@ -244,10 +240,7 @@ func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
 		}
 	}
 	opts := mutate.Options{LeakMitigation: t.LeakMitigation} // validated; "" is policy
-	name := t.Metadata.Name
-	if name == "" {
-		name = path
-	}
+	name := cmp.Or(t.Metadata.Name, path)
 	for _, c := range t.Cases {
 		diffs, err := runCase(c, rel, namespaces, set, opts)
 		if err != nil {
@@ -277,19 +270,11 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 	if !obj.HasPod() {
 		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", c.Input)
 	}
-	nsName := c.Namespace
-	if md, _ := obj.Doc["metadata"].(map[string]any); md != nil {
-		if n, _ := md["namespace"].(string); n != "" {
-			nsName = n
-		}
-	}
-	if nsName == "" {
-		nsName = "default"
-	}
+	md, _ := obj.Doc["metadata"].(map[string]any)
+	own, _ := md["namespace"].(string)
+	nsName := cmp.Or(own, c.Namespace, "default")
 	labels := map[string]string{"kubernetes.io/metadata.name": nsName}
-	for k, v := range namespaces[nsName] {
-		labels[k] = v
-	}
+	maps.Copy(labels, namespaces[nsName])
 	p, err := preview.Object(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts, false)
 	if err != nil {
 		return nil, err
