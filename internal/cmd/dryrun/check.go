@@ -15,10 +15,9 @@ import (
 )
 
 // checkProblems predicts whether the apiserver accepts the mutated pod and
-// returns why it would not.
-func checkProblems(p *preview.Pod, target kubeTarget) []string {
-	pod, _ := target.storedPod(p.Result.Pod)
-	var problems []string
+// returns why it would not, and notes on what it would not store.
+func checkProblems(p *preview.Pod, target kubeTarget) (problems, notes []string) {
+	pod, notes := target.storedPod(p.Result.Pod)
 	if p.Result.Denied != "" {
 		problems = append(problems, "denied by the webhook: "+p.Result.Denied)
 	}
@@ -31,12 +30,11 @@ func checkProblems(p *preview.Pod, target kubeTarget) []string {
 	problems = append(problems, mutate.PodResourceProblems(&pod.Spec)...)
 	problems = append(problems, mutate.VolumeReferenceProblems(&pod.Spec)...)
 	problems = append(problems, podValidationProblems(pod)...)
-	return problems
+	return problems, notes
 }
 
 // writeCheck prints the --check verdict for one pod.
-func writeCheck(w *preview.ReportWriter, p *preview.Pod, problems []string, target kubeTarget) {
-	_, notes := target.storedPod(p.Result.Pod)
+func writeCheck(w *preview.ReportWriter, p *preview.Pod, problems, notes []string) {
 	for _, n := range notes {
 		w.Line("check: %s: note: %s", p.Name, n)
 	}

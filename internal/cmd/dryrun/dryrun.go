@@ -155,16 +155,17 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	out := bufio.NewWriterSize(streams.Out, 64<<10)
 	errOut := bufio.NewWriterSize(streams.ErrOut, 16<<10)
 	p := &pipeline{
-		o:           o,
-		set:         set,
-		opts:        mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel, ImageVolumes: target.imageVolumes},
-		target:      target,
-		namespaces:  namespaces,
-		extraLabels: extraLabels,
-		report:      preview.NewReportWriter(errOut),
-		out:         newOutputWriter(o.output, out),
-		summary:     newFleetSummary(set),
-		progress:    newProgress(streams.ErrOut, o.output == "summary"),
+		o:                 o,
+		set:               set,
+		opts:              mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel, ImageVolumes: target.imageVolumes},
+		target:            target,
+		namespaces:        namespaces,
+		extraLabels:       extraLabels,
+		unknownNamespaces: map[string]bool{},
+		report:            preview.NewReportWriter(errOut),
+		out:               newOutputWriter(o.output, out),
+		summary:           newFleetSummary(set),
+		progress:          newProgress(streams.ErrOut, o.output == "summary"),
 	}
 	if sameFile(streams.Out, streams.ErrOut) {
 		// A terminal, or 2>&1: each pod's report comes with its output,

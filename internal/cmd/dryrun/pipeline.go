@@ -73,7 +73,7 @@ func tuneGC() (restore func()) {
 func (p *pipeline) quiet() bool { return p.o.output == "summary" }
 
 func (p *pipeline) Object(pos input.Position, doc map[string]any) error {
-	if err := p.process(pos, doc, 0); err != nil {
+	if err := p.process(pos, doc); err != nil {
 		return err
 	}
 	if err := p.out.object(doc); err != nil {
@@ -97,7 +97,7 @@ func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
 
 func (p *pipeline) ListItem(pos input.Position, item any) error {
 	if doc, ok := item.(map[string]any); ok {
-		if err := p.process(pos, doc, 1); err != nil {
+		if err := p.process(pos, doc); err != nil {
 			return err
 		}
 	} else {
@@ -131,9 +131,8 @@ func (p *pipeline) note(format string, args ...any) {
 // podKinds are the kinds dry-run mutates, for the hint on a miscased kind.
 var podKinds = append(slices.Sorted(maps.Keys(input.TemplatePaths)), "Pod")
 
-// process runs one object through the core and reports it. depth is how
-// deeply it is nested in Lists.
-func (p *pipeline) process(pos input.Position, doc map[string]any, depth int) error {
+// process runs one object through the core and reports it.
+func (p *pipeline) process(pos input.Position, doc map[string]any) error {
 	p.objects++
 	p.progress.tick(p.objects)
 	if input.IsList(doc) {
@@ -146,7 +145,7 @@ func (p *pipeline) process(pos input.Position, doc map[string]any, depth int) er
 			ipos := pos
 			ipos.Item = i + 1
 			if m, ok := it.(map[string]any); ok {
-				if err := p.process(ipos, m, depth+1); err != nil {
+				if err := p.process(ipos, m); err != nil {
 					return err
 				}
 			}
@@ -170,14 +169,14 @@ func (p *pipeline) process(pos input.Position, doc map[string]any, depth int) er
 	if !p.quiet() {
 		preview.WriteReport(p.report, dp)
 	}
-	var problems []string
+	var problems, notes []string
 	if p.o.check {
-		problems = checkProblems(dp, p.target)
+		problems, notes = checkProblems(dp, p.target)
 		if len(problems) > 0 {
 			p.rejected++
 		}
 		if !p.quiet() {
-			writeCheck(p.report, dp, problems, p.target)
+			writeCheck(p.report, dp, problems, notes)
 		}
 	}
 	p.summary.add(dp, problems)
@@ -192,10 +191,7 @@ func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
 	kind, _ := doc["kind"].(string)
 	md, _ := doc["metadata"].(map[string]any)
 	ns, _ := md["namespace"].(string)
-	if ns == "" {
-		ns = cmp.Or(p.o.namespace, "default")
-	}
-	name := input.DisplayName(doc, ns)
+	name := input.DisplayName(doc, cmp.Or(ns, p.o.namespace, "default"))
 	p.summary.passed++
 	for _, k := range podKinds {
 		if kind != k && strings.EqualFold(kind, k) {
@@ -210,10 +206,9 @@ func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
 			return
 		}
 	}
-	switch kind {
-	case "":
+	if kind == "" {
 		p.note("%s: an object without a kind: passed through unchanged", pos)
-	default:
+	} else {
 		p.note("%s: not a pod or a workload with a pod template: passed through unchanged", name)
 	}
 }
@@ -235,9 +230,6 @@ func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
 	}
 	known, ok := p.namespaces[name]
 	if !ok && o.namespacesFile != "" && !p.unknownNamespaces[name] {
-		if p.unknownNamespaces == nil {
-			p.unknownNamespaces = map[string]bool{}
-		}
 		p.unknownNamespaces[name] = true
 		p.summary.unknownNamespaces++
 		p.note("note: namespace %q is not in --namespaces %s: the policies and --check see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
