@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
 
@@ -104,9 +105,15 @@ func NonNullPatch(p []byte) json.RawMessage {
 	return p
 }
 
-// Lines splits text into lines that keep their "\n".
-func Lines(b []byte) []string {
-	out := strings.SplitAfter(string(b), "\n")
+// Diff is the unified diff, with 3 lines of context, from a (named from)
+// to b (named to).
+func Diff(a, b, from, to string) (string, error) {
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: lines(a), B: lines(b), FromFile: from, ToFile: to, Context: 3})
+}
+
+// lines splits text into lines that keep their "\n".
+func lines(s string) []string {
+	out := strings.SplitAfter(s, "\n")
 	if out[len(out)-1] == "" {
 		out = out[:len(out)-1]
 	}

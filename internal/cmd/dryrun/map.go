@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -59,13 +58,7 @@ func writeMAPComparison(w io.Writer, set *policy.Set, opts mutate.Options, pods 
 			fmt.Fprintf(w, "%s: the MAP gives the same pod as the webhook\n", p.Name)
 			continue
 		}
-		diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A:        preview.Lines([]byte(webhook)),
-			B:        preview.Lines([]byte(viaMAP)),
-			FromFile: "webhook/" + p.Name,
-			ToFile:   "map/" + p.Name,
-			Context:  3,
-		})
+		diff, err := preview.Diff(webhook, viaMAP, "webhook/"+p.Name, "map/"+p.Name)
 		if err != nil {
 			return err
 		}

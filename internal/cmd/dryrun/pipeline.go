@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
@@ -526,13 +524,7 @@ func (d *diffOutput) pod(p *preview.Pod) error {
 		return err
 	}
 	name := output.EscapeControl(p.Name)
-	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A:        preview.Lines(p.Before),
-		B:        preview.Lines(after),
-		FromFile: "a/" + name,
-		ToFile:   "b/" + name,
-		Context:  3,
-	})
+	diff, err := preview.Diff(string(p.Before), string(after), "a/"+name, "b/"+name)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -361,10 +360,7 @@ func yamlDiff(want, got []byte, wantName string) (string, error) {
 	if err != nil || w == g {
 		return "", err
 	}
-	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: preview.Lines([]byte(w)), B: preview.Lines([]byte(g)),
-		FromFile: wantName, ToFile: "got", Context: 3,
-	})
+	return preview.Diff(w, g, wantName, "got")
 }
 
 // listDiff compares two lists of strings, order included.
