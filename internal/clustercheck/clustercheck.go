@@ -32,8 +32,8 @@ type Selection struct {
 	Reason string `json:"reason,omitempty"`
 	Fix    string `json:"fix,omitempty"`
 	// MatchConditions are the webhook's CEL match conditions ("name:
-	// expression"). Select does not evaluate them; the caller may, and
-	// says so in MatchConditionsNote.
+	// expression"); MatchConditionsNote says whether they were evaluated
+	// and hold.
 	MatchConditions     []string `json:"matchConditions,omitempty"`
 	MatchConditionsNote string   `json:"matchConditionsNote,omitempty"`
 	// FailurePolicy is the webhook's failurePolicy (Fail when unset).
@@ -47,9 +47,12 @@ type Selection struct {
 
 // Select evaluates every webhook of the configurations for a pod CREATE in
 // namespace ns, as the apiserver does: rules, namespaceSelector,
-// objectSelector. A webhook whose rules name only subresources (the chart's
+// objectSelector, then the matchConditions of a webhook that sends the pod
+// with match, when not nil (whether they all hold, else the name of one that
+// is false). A webhook whose rules name only subresources (the chart's
 // ephemeral-container check) is left out: it is not meant to see a CREATE.
-func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod *corev1.Pod, ns *corev1.Namespace) []Selection {
+func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod *corev1.Pod, ns *corev1.Namespace,
+	match func(*admissionregistrationv1.MutatingWebhook) (ok bool, failed string, err error)) []Selection {
 	var out []Selection
 	for _, c := range configs {
 		for _, w := range c.Webhooks {
@@ -62,6 +65,18 @@ func Select(configs []admissionregistrationv1.MutatingWebhookConfiguration, pod 
 			}
 			s.Reason, s.Fix, s.ExcludedByName = selects(&w, pod, ns)
 			s.Sends = s.Reason == ""
+			if s.Sends && len(w.MatchConditions) > 0 && match != nil {
+				switch ok, failed, err := match(&w); {
+				case err != nil:
+					s.MatchConditionsNote = "not evaluated: " + err.Error()
+				case !ok:
+					s.Sends = false
+					s.Reason = fmt.Sprintf("matchCondition %q is false for the pod", failed)
+					s.Fix = "change the webhook's matchConditions (webhook.matchConditions) or the pod"
+				default:
+					s.MatchConditionsNote = "all hold for the pod"
+				}
+			}
 			out = append(out, s)
 		}
 	}

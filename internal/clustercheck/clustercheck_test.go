@@ -78,13 +78,13 @@ func TestSelect(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Select(config(c.edit), c.pod, c.ns)
+			got := Select(config(c.edit), c.pod, c.ns, nil)
 			if len(got) != 1 || got[0].Reason != c.reason || got[0].Sends != (c.reason == "") || (got[0].Reason != "") != (got[0].Fix != "") || got[0].ExcludedByName != c.byName {
 				t.Errorf("got %+v, want reason %q, excluded by name %v", got, c.reason, c.byName)
 			}
 			// The ephemeral-container webhook is not one that could send
 			// the CREATE: it is left out.
-			if again := Select(withEphemeral(config(c.edit)), c.pod, c.ns); !cmp.Equal(again, got) {
+			if again := Select(withEphemeral(config(c.edit)), c.pod, c.ns, nil); !cmp.Equal(again, got) {
 				t.Errorf("with the ephemeral-container webhook: %+v, want %+v", again, got)
 			}
 		})

@@ -174,32 +174,9 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	if err != nil {
 		return err
 	}
-	rep.Webhooks = clustercheck.Select(configs, pod, ns)
-	i := 0
-	for _, c := range configs {
-		for j := range c.Webhooks {
-			if clustercheck.SubresourcesOnly(&c.Webhooks[j]) {
-				continue // Select leaves it out
-			}
-			s := &rep.Webhooks[i]
-			i++
-			if !s.Sends || len(s.MatchConditions) == 0 {
-				continue
-			}
-			w := &c.Webhooks[j]
-			ok, failed, err := maprun.WebhookMatches(ctx, w.MatchConditions, w.FailurePolicy, pod, ns, "sandbox-webhook-check")
-			switch {
-			case err != nil:
-				s.MatchConditionsNote = "not evaluated: " + err.Error()
-			case !ok:
-				s.Sends = false
-				s.Reason = fmt.Sprintf("matchCondition %q is false for the pod", failed)
-				s.Fix = "change the webhook's matchConditions (webhook.matchConditions) or the pod"
-			default:
-				s.MatchConditionsNote = "all hold for the pod"
-			}
-		}
-	}
+	rep.Webhooks = clustercheck.Select(configs, pod, ns, func(w *admissionregistrationv1.MutatingWebhook) (bool, string, error) {
+		return maprun.WebhookMatches(ctx, w.MatchConditions, w.FailurePolicy, pod, ns, "sandbox-webhook-check")
+	})
 
 	releaseNS := o.releaseNS(configs)
 	set, source, err := o.loadPolicies(ctx, cs, configs, releaseNS)
