@@ -6,6 +6,7 @@ package dryrun
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,12 +171,7 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	if sameFile(streams.Out, streams.ErrOut) {
 		// A terminal, or 2>&1: each pod's report comes with its output,
 		// as the README shows it, not all reports after all objects.
-		p.flushEach = func() error {
-			if err := errOut.Flush(); err != nil {
-				return err
-			}
-			return out.Flush()
-		}
+		p.flushEach = func() error { return cmp.Or(errOut.Flush(), out.Flush()) }
 	}
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)
@@ -183,13 +179,7 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 		err = p.finish(out, errOut)
 	}
 	p.progress.done()
-	if ferr := out.Flush(); err == nil {
-		err = ferr
-	}
-	if ferr := errOut.Flush(); err == nil {
-		err = ferr
-	}
-	return err
+	return cmp.Or(err, out.Flush(), errOut.Flush())
 }
 
 // readAll streams every input through the pipeline, in order.
