@@ -170,37 +170,20 @@ func podCreateRule(r admissionregistrationv1.RuleWithOperations) bool {
 		(has(r.Resources, "pods") || slices.Contains(r.Resources, "*/*"))
 }
 
-// Recorded is one policy in a pod's status annotation.
-type Recorded struct {
-	Name string `json:"name"`
-	Hash string `json:"hash"`
-	Mode string `json:"mode"`
-}
-
-// ReadStatus returns the policies a pod's status annotation records, and
-// whether the pod has the annotation.
-func ReadStatus(pod *corev1.Pod) ([]Recorded, bool, error) {
-	raw, ok := pod.Annotations[mutate.StatusAnnotation]
-	if !ok {
-		return nil, false, nil
-	}
-	var st struct {
-		Policies []Recorded `json:"policies"`
-	}
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		return nil, true, fmt.Errorf("annotation %s is not valid: %w", mutate.StatusAnnotation, err)
-	}
-	return st.Policies, true, nil
-}
-
 // Drift compares what a pod's status annotation records with what the
 // current policies do to it (res, the core's result for the pod) and names
 // every difference. sent says whether the webhook configuration sends such
 // a pod now; failurePolicy is the webhook's.
 func Drift(pod *corev1.Pod, res mutate.Result, sent bool, failurePolicy string) ([]string, error) {
-	recorded, annotated, err := ReadStatus(pod)
-	if err != nil {
-		return nil, err
+	type recordedPolicy struct{ Name, Hash, Mode string }
+	raw, annotated := pod.Annotations[mutate.StatusAnnotation]
+	var recorded struct {
+		Policies []recordedPolicy `json:"policies"`
+	}
+	if annotated {
+		if err := json.Unmarshal([]byte(raw), &recorded); err != nil {
+			return nil, fmt.Errorf("annotation %s is not valid: %w", mutate.StatusAnnotation, err)
+		}
 	}
 	var current []mutate.PolicyResult
 	for _, pr := range res.Policies {
@@ -224,7 +207,7 @@ func Drift(pod *corev1.Pod, res mutate.Result, sent bool, failurePolicy string) 
 		}
 		return drift, nil
 	}
-	for _, r := range recorded {
+	for _, r := range recorded.Policies {
 		i := slices.IndexFunc(current, func(pr mutate.PolicyResult) bool { return pr.Policy == r.Name })
 		if i < 0 {
 			drift = append(drift, fmt.Sprintf("policy %s (hash %s) mutated the pod, but no current policy of that name selects it", r.Name, r.Hash))
@@ -239,7 +222,7 @@ func Drift(pod *corev1.Pod, res mutate.Result, sent bool, failurePolicy string) 
 		}
 	}
 	for _, pr := range current {
-		if !slices.ContainsFunc(recorded, func(r Recorded) bool { return r.Name == pr.Policy }) {
+		if !slices.ContainsFunc(recorded.Policies, func(r recordedPolicy) bool { return r.Name == pr.Policy }) {
 			drift = append(drift, fmt.Sprintf("policy %s selects the pod now but did not mutate it at creation", pr.Policy))
 		}
 	}
