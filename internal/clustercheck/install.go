@@ -1,6 +1,7 @@
 package clustercheck
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -106,7 +107,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			out = append(out, Unreachable{
 				Policy: p.Name(),
 				Block:  b.name,
-				Reason: fmt.Sprintf("the pods it selects (labels %s) are never sent to the webhook: %s", describeLabels(witness(b.pod)), strings.Join(reasons, "; ")),
+				Reason: fmt.Sprintf("the pods it selects (labels %s) are never sent to the webhook: %s", cmp.Or(witness(b.pod).String(), "any"), strings.Join(reasons, "; ")),
 				Fix:    "set webhook.objectSelector and webhook.namespaceSelector so that they select these pods too (docs/install.md, choosing the selector), or change the policy's match",
 			})
 		}
@@ -156,13 +157,6 @@ func witness(sel labels.Selector) labels.Set {
 		}
 	}
 	return out
-}
-
-func describeLabels(s labels.Set) string {
-	if len(s) == 0 {
-		return "any"
-	}
-	return s.String()
 }
 
 // CAPool parses a caBundle.

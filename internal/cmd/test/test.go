@@ -281,7 +281,11 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 
 	var diffs []string
 	if c.Unchanged && p.Changed {
-		diffs = append(diffs, "expected unchanged, but the webhook would patch it:\n"+patchText(p.Patch))
+		patch, err := yaml.JSONToYAML(p.Patch)
+		if err != nil {
+			patch = p.Patch
+		}
+		diffs = append(diffs, "expected unchanged, but the webhook would patch it:\n"+string(patch))
 	}
 	if c.Object != "" {
 		want, err := os.ReadFile(rel(c.Object))
@@ -384,13 +388,4 @@ func listDiff(what string, want, got []string) string {
 		fmt.Fprintf(&b, "\nexpected order %q, got %q", want, got)
 	}
 	return b.String()
-}
-
-// patchText renders a JSONPatch as YAML for a message.
-func patchText(p []byte) string {
-	b, err := yaml.JSONToYAML(p)
-	if err != nil {
-		return string(p)
-	}
-	return string(b)
 }
