@@ -78,20 +78,13 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 					if SubresourcesOnly(&w) {
 						continue
 					}
-					nsLabels := labels.Set{}
-					if w.NamespaceSelector != nil {
-						if sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector); err == nil {
-							nsLabels = witness(sel)
-						}
-					}
+					nsLabels := selectorWitness(w.NamespaceSelector)
 					maps.Copy(nsLabels, policyNS)
 					// A selection without podSelector takes every pod,
 					// those the objectSelector asks for included.
 					podLabels := witness(b.pod)
-					if b.pod == nil && w.ObjectSelector != nil {
-						if sel, err := metav1.LabelSelectorAsSelector(w.ObjectSelector); err == nil {
-							podLabels = witness(sel)
-						}
+					if b.pod == nil {
+						podLabels = selectorWitness(w.ObjectSelector)
 					}
 					r := reach(&w, nsLabels, podLabels)
 					if r == "" {
@@ -157,6 +150,16 @@ func witness(sel labels.Selector) labels.Set {
 		}
 	}
 	return out
+}
+
+// selectorWitness is the witness of a webhook's label selector; none for
+// an invalid one (reach reports it).
+func selectorWitness(ls *metav1.LabelSelector) labels.Set {
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return labels.Set{}
+	}
+	return witness(sel)
 }
 
 // CAPool parses a caBundle.
