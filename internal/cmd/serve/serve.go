@@ -31,10 +31,6 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-// EnvPrefix prefixes the environment variable of every serve flag:
-// --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
-const EnvPrefix = "SANDBOX_WEBHOOK_"
-
 // flagValues are the serve flags: those server.Options holds as given, and
 // those it holds parsed.
 type flagValues struct {
@@ -298,9 +294,10 @@ func flagSource(fs *pflag.FlagSet, name string) string {
 	return "--" + name
 }
 
-// EnvVar returns the environment variable of a serve flag.
+// EnvVar returns the environment variable of a serve flag:
+// --leak-mitigation is SANDBOX_WEBHOOK_LEAK_MITIGATION.
 func EnvVar(flag string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return "SANDBOX_WEBHOOK_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 // restConfig is --kubeconfig, else controller-runtime's default: $KUBECONFIG,
