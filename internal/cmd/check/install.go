@@ -49,7 +49,7 @@ func (rep *installReport) add(level, subject, msg, fix string) {
 }
 
 func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "install",
 		Short: "Check the installed webhook: caBundle, certificate, endpoints, served policies, selectors",
 		Long: `Check every installed sandbox-webhook MutatingWebhookConfiguration (or
@@ -72,7 +72,6 @@ Exit codes: 0 no error; 4 an error found; 1 the check could not run.`,
 			return o.runInstall(cmd.Context(), streams)
 		},
 	}
-	return cmd
 }
 
 func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IOStreams) error {

@@ -167,11 +167,12 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 		out:               newOutputWriter(o.output, out),
 		summary:           newFleetSummary(set),
 		progress:          newProgress(streams.ErrOut, o.output == "summary"),
+		flush:             func() error { return nil },
 	}
 	if sameFile(streams.Out, streams.ErrOut) {
 		// A terminal, or 2>&1: each pod's report comes with its output,
 		// as the README shows it, not all reports after all objects.
-		p.flushEach = func() error { return cmp.Or(errOut.Flush(), out.Flush()) }
+		p.flush = func() error { return cmp.Or(errOut.Flush(), out.Flush()) }
 	}
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)

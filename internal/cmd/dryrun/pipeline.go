@@ -44,9 +44,10 @@ type pipeline struct {
 	mapPods []*preview.Pod
 	// listKind is the kind named in the head of the open List.
 	listKind string
-	// flushEach, when set, writes out each object's report and output
-	// before the next object's: stdout and stderr are the same file.
-	flushEach func() error
+	// flush, called after each object, writes out its report and output
+	// before the next object's when stdout and stderr are the same file;
+	// otherwise it does nothing.
+	flush func() error
 }
 
 // streamingGCPercent is the GOGC dry-run runs with unless GOGC is set.
@@ -78,13 +79,6 @@ func (p *pipeline) Object(pos input.Position, doc map[string]any) error {
 		return err
 	}
 	return p.flush()
-}
-
-func (p *pipeline) flush() error {
-	if p.flushEach == nil {
-		return nil
-	}
-	return p.flushEach()
 }
 
 func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
