@@ -2,7 +2,6 @@ package dryrun
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -49,16 +48,15 @@ func (r reasons) add(reason string) {
 	r[reason]++
 }
 
-// top returns the n most frequent reasons, most frequent first.
-func (r reasons) top(n int) []string {
+// writeTop writes the 5 most frequent reasons, most frequent first, a line
+// each after indent.
+func (r reasons) writeTop(w *preview.ReportWriter, indent string) {
 	keys := slices.SortedFunc(maps.Keys(r), func(a, b string) int {
 		return cmp.Or(cmp.Compare(r[b], r[a]), strings.Compare(a, b))
 	})
-	out := make([]string, min(n, len(keys)))
-	for i := range out {
-		out[i] = fmt.Sprintf("%d× %s", r[keys[i]], keys[i])
+	for _, k := range keys[:min(5, len(keys))] {
+		w.Line("%s%d× %s", indent, r[k], k)
 	}
-	return out
 }
 
 func newFleetSummary(set *policy.Set) *fleetSummary {
@@ -151,9 +149,7 @@ func (s *fleetSummary) write(w io.Writer, check bool) {
 	r.Line("changed: %d of %d", s.changed, s.pods+s.workloads)
 	if len(s.podSkipped) > 0 {
 		r.Line("skipped whole:")
-		for _, t := range s.podSkipped.top(5) {
-			r.Line("  %s", t)
-		}
+		s.podSkipped.writeTop(r, "  ")
 	}
 	for _, ps := range s.policies {
 		r.Line("policy %s: matched %d, changed %d, not matched %d, skipped items %d", ps.name, ps.matched, ps.changed, ps.notMatchedN, ps.skippedN)
@@ -162,15 +158,11 @@ func (s *fleetSummary) write(w io.Writer, check bool) {
 		}
 		if ps.notMatchedN > 0 {
 			r.Line("  not matched, top reasons:")
-			for _, t := range ps.notMatched.top(5) {
-				r.Line("    %s", t)
-			}
+			ps.notMatched.writeTop(r, "    ")
 		}
 		if ps.skippedN > 0 {
 			r.Line("  skipped, top reasons:")
-			for _, t := range ps.skipped.top(5) {
-				r.Line("    %s", t)
-			}
+			ps.skipped.writeTop(r, "    ")
 		}
 	}
 	if s.convertedPods > 0 {
@@ -184,8 +176,6 @@ func (s *fleetSummary) write(w io.Writer, check bool) {
 	}
 	if check {
 		r.Line("--check: %d would be rejected", s.rejected)
-		for _, t := range s.rejectReasons.top(5) {
-			r.Line("  %s", t)
-		}
+		s.rejectReasons.writeTop(r, "  ")
 	}
 }
