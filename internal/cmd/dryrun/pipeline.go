@@ -440,13 +440,8 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 		_, _ = j.w.WriteString("]")
 	}
 	maps.Copy(j.after, tail)
-	_, after := splitKeys(j.after)
-	for k := range j.after {
-		if k < "items" {
-			after = append(after, k) // see yamlOutput.listEnd
-		}
-	}
-	for _, k := range after {
+	before, after := splitKeys(j.after)
+	for _, k := range append(after, before...) { // before: see yamlOutput.listEnd
 		_, _ = j.w.WriteString(",\n")
 		if err := j.field(k, j.after[k]); err != nil {
 			return err
