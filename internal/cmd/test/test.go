@@ -288,26 +288,18 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 		diffs = append(diffs, "expected unchanged, but the webhook would patch it:\n"+string(patch))
 	}
 	if c.Object != "" {
-		want, err := os.ReadFile(rel(c.Object))
-		if err != nil {
-			return nil, err
-		}
 		got, err := yaml.Marshal(obj.Doc)
 		if err != nil {
 			return nil, err
 		}
-		if d, err := yamlDiff(want, got, c.Object); err != nil {
+		if d, err := yamlDiff(rel(c.Object), c.Object, got); err != nil {
 			return nil, err
 		} else if d != "" {
 			diffs = append(diffs, "object differs (-expected +got):\n"+d)
 		}
 	}
 	if c.Patch != "" {
-		want, err := os.ReadFile(rel(c.Patch))
-		if err != nil {
-			return nil, err
-		}
-		if d, err := yamlDiff(want, []byte(preview.NonNullPatch(p.Patch)), c.Patch); err != nil {
+		if d, err := yamlDiff(rel(c.Patch), c.Patch, preview.NonNullPatch(p.Patch)); err != nil {
 			return nil, err
 		} else if d != "" {
 			diffs = append(diffs, "patch differs (-expected +got):\n"+d)
@@ -341,9 +333,14 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 	return diffs, nil
 }
 
-// yamlDiff compares two YAML or JSON documents by content and returns a
-// unified diff of their canonical YAML, or "" when they are equal.
-func yamlDiff(want, got []byte, wantName string) (string, error) {
+// yamlDiff compares the YAML or JSON document in wantFile (named wantName
+// in messages) with got by content and returns a unified diff of their
+// canonical YAML, or "" when they are equal.
+func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
+	want, err := os.ReadFile(wantFile)
+	if err != nil {
+		return "", err
+	}
 	canon := func(b []byte, name string) (string, error) {
 		js, err := yaml.YAMLToJSON(b)
 		if err != nil {
