@@ -2,7 +2,7 @@ package dryrun
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -87,11 +87,6 @@ func podSecurityProblems(pod *corev1.Pod, level string) []string {
 func podValidationProblems(pod *corev1.Pod) []string {
 	var problems []string
 	names := map[string]bool{}
-	type group struct {
-		path       string
-		containers []corev1.Container
-	}
-	groups := []group{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
 	volumes := map[string]bool{}
 	for i, v := range pod.Spec.Volumes {
 		if volumes[v.Name] {
@@ -102,7 +97,10 @@ func podValidationProblems(pod *corev1.Pod) []string {
 	if len(pod.Spec.Containers) == 0 {
 		problems = append(problems, "spec.containers: Required value")
 	}
-	for _, g := range groups {
+	for _, g := range []struct {
+		path       string
+		containers []corev1.Container
+	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}} {
 		for i, c := range g.containers {
 			path := fmt.Sprintf("%s[%d]", g.path, i)
 			if names[c.Name] {
@@ -126,6 +124,6 @@ func podValidationProblems(pod *corev1.Pod) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
+	slices.Sort(problems)
 	return problems
 }
