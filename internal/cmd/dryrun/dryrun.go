@@ -7,7 +7,6 @@ package dryrun
 import (
 	"bufio"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,19 +229,6 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
 	}
 	return nil
-}
-
-func writePatch(w io.Writer, p []byte) error {
-	var ops []any
-	if err := json.Unmarshal(preview.NonNullPatch(p), &ops); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(ops, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }
 
 // afterYAML re-derives the mutated object's YAML from its before-YAML and

@@ -482,11 +482,21 @@ func (p *patchOutput) pod(dp *preview.Pod) error {
 	return writePatchLine(p.w, line)
 }
 
+// close writes the patch of a single pod as an indented JSON array.
 func (p *patchOutput) close() error {
-	if p.n == 1 {
-		return writePatch(p.w, p.pending.Patch)
+	if p.n != 1 {
+		return nil
 	}
-	return nil
+	var ops []any
+	if err := json.Unmarshal(p.pending.Patch, &ops); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(ops, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(p.w, "%s\n", b)
+	return err
 }
 
 func writePatchLine(w io.Writer, l patchLine) error {
