@@ -4,6 +4,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,13 +295,9 @@ func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kuber
 // to use.
 func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
+	rules.ExplicitPath = o.kubeconfig // "": none
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
-	if o.namespace != "" {
-		overrides.Context.Namespace = o.namespace
-	}
+	overrides.Context.Namespace = o.namespace // "": the context's
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 	namespace, _, err := loader.Namespace()
 	if err != nil {
@@ -345,17 +342,12 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 	if err := json.Unmarshal(raw, pod); err != nil {
 		return nil, fmt.Errorf("%s: not a valid pod: %w", o.filename, err)
 	}
-	if md, _ := doc["metadata"].(map[string]any); md != nil {
-		if n, _ := md["namespace"].(string); n != "" {
-			if o.namespace != "" && n != o.namespace {
-				return nil, command.UsageErrorf("%s is in namespace %q, not --namespace %q", o.filename, n, o.namespace)
-			}
-			pod.Namespace = n
-		}
+	md, _ := doc["metadata"].(map[string]any)
+	n, _ := md["namespace"].(string)
+	if n != "" && o.namespace != "" && n != o.namespace {
+		return nil, command.UsageErrorf("%s is in namespace %q, not --namespace %q", o.filename, n, o.namespace)
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = namespace
-	}
+	pod.Namespace = cmp.Or(n, pod.Namespace, namespace)
 	rep.Object = input.DisplayName(doc, pod.Namespace)
 	return pod, nil
 }
