@@ -238,32 +238,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 			return err
 		}
 	}
-	switch {
-	case len(configs) == 0:
-		rep.Verdict = "no sandbox-webhook MutatingWebhookConfiguration is installed: nothing sends pods to the webhook"
-	case res.PodSkipped != "":
-		rep.Verdict = "not mutated: " + res.PodSkipped
-		rep.OK = !matched
-	case matched && !sent && len(rep.Webhooks) > 0 && !slices.ContainsFunc(rep.Webhooks, func(s clustercheck.Selection) bool { return !s.ExcludedByName }):
-		rep.Verdict = "not mutated: the webhook configuration leaves namespace " + pod.Namespace + " out by name, on purpose"
-		rep.OK = true
-	case matched && !sent:
-		rep.Verdict = "not mutated: the policies select the pod, but no webhook configuration sends it to the webhook (see the fix above)"
-	case !matched && sent:
-		rep.Verdict = "sent to the webhook, but no enforcing policy selects it: left unchanged"
-		rep.OK = true
-	case !matched:
-		rep.Verdict = "not a pod the policies select, and not sent to the webhook: left unchanged"
-		rep.OK = true
-	case len(rep.Drift) > 0:
-		rep.Verdict = "mutated at creation differently from what the current policies do (drift above)"
-	case rep.Exists:
-		rep.Verdict = "mutated as the current policies say"
-		rep.OK = true
-	default:
-		rep.Verdict = "will be mutated as the policies above say"
-		rep.OK = true
-	}
+	rep.Verdict, rep.OK = rep.verdict(len(configs) > 0, matched, sent)
 	if err := writeCheckReport(streams.Out, rep, o.output); err != nil {
 		return err
 	}
@@ -271,6 +246,31 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 		return &command.ExitCodeError{Code: command.ExitCheckFailed, Err: errors.New(rep.Verdict)}
 	}
 	return nil
+}
+
+// verdict says what becomes of the pod, and whether that is what the
+// policies ask for.
+func (rep *checkReport) verdict(installed, matched, sent bool) (string, bool) {
+	switch {
+	case !installed:
+		return "no sandbox-webhook MutatingWebhookConfiguration is installed: nothing sends pods to the webhook", false
+	case rep.PodSkipped != "":
+		return "not mutated: " + rep.PodSkipped, !matched
+	case matched && !sent && len(rep.Webhooks) > 0 && !slices.ContainsFunc(rep.Webhooks, func(s clustercheck.Selection) bool { return !s.ExcludedByName }):
+		return "not mutated: the webhook configuration leaves namespace " + rep.Namespace + " out by name, on purpose", true
+	case matched && !sent:
+		return "not mutated: the policies select the pod, but no webhook configuration sends it to the webhook (see the fix above)", false
+	case !matched && sent:
+		return "sent to the webhook, but no enforcing policy selects it: left unchanged", true
+	case !matched:
+		return "not a pod the policies select, and not sent to the webhook: left unchanged", true
+	case len(rep.Drift) > 0:
+		return "mutated at creation differently from what the current policies do (drift above)", false
+	case rep.Exists:
+		return "mutated as the current policies say", true
+	default:
+		return "will be mutated as the policies above say", true
+	}
 }
 
 // start checks --output and connects: what every check subcommand does
