@@ -4,10 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
@@ -26,8 +26,7 @@ type serverMetrics struct {
 	certNotAfter    prometheus.Gauge
 	budgetRefusals  prometheus.Counter
 
-	mu       sync.Mutex
-	notAfter time.Time
+	notAfter atomic.Pointer[time.Time]
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
@@ -91,41 +90,38 @@ func (m *serverMetrics) setConfig(cfg *admission.Config) {
 	m.leakMode.WithLabelValues(string(cfg.Options.LeakMitigation)).Set(1)
 }
 
-// observeCertificate records the expiry of the certificate being served.
+// observeCertificate records the expiry of the certificate being served;
+// one whose leaf does not parse is not recorded.
 func (m *serverMetrics) observeCertificate(c *tls.Certificate) {
 	leaf := c.Leaf
 	if leaf == nil && len(c.Certificate) > 0 {
-		var err error
-		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
-			return
-		}
+		leaf, _ = x509.ParseCertificate(c.Certificate[0]) // nil on error
 	}
 	if leaf == nil {
 		return
 	}
-	m.mu.Lock()
-	m.notAfter = leaf.NotAfter
-	m.mu.Unlock()
+	m.notAfter.Store(&leaf.NotAfter)
 	m.certNotAfter.Set(float64(leaf.NotAfter.Unix()))
 }
 
 func (m *serverMetrics) certificateNotAfter() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.notAfter
+	if t := m.notAfter.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
 
 // registry registers the server's metrics in controller-runtime's registry,
 // which the manager's metrics server serves with controller-runtime's own
-// (webhook latency, certificate reads) and the Go and process metrics, and
+// (webhook latency, certificate reads) and the Go and process metrics
+// (registered by controller-runtime's controller metrics, which the
+// certificate rotator links in; TestServe checks they are served), and
 // takes them out again when the server stops, so that one process can run
 // servers one after the other (the tests do).
 type registry struct {
 	mu         sync.Mutex
 	collectors []prometheus.Collector
 }
-
-var _ prometheus.Registerer = (*registry)(nil)
 
 func (r *registry) Register(c prometheus.Collector) error {
 	if err := ctrlmetrics.Registry.Register(c); err != nil {
@@ -156,34 +152,4 @@ func (r *registry) unregisterAll() {
 		ctrlmetrics.Registry.Unregister(c)
 	}
 	r.collectors = nil
-}
-
-// addRuntimeMetrics adds the Go and process metrics to controller-runtime's
-// registry, once per process, unless something there has them already.
-var addRuntimeMetrics = sync.OnceValue(func() error {
-	for name, c := range map[string]prometheus.Collector{
-		"go_goroutines":              collectors.NewGoCollector(),
-		"process_start_time_seconds": collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
-		if gathers(ctrlmetrics.Registry, name) {
-			continue
-		}
-		if err := ctrlmetrics.Registry.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-})
-
-func gathers(g prometheus.Gatherer, name string) bool {
-	mfs, err := g.Gather()
-	if err != nil {
-		return false
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return true
-		}
-	}
-	return false
 }

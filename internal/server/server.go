@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -79,7 +80,7 @@ type server struct {
 // requests in flight.
 const drainTimeout = time.Minute
 
-func newServer(ctx context.Context, o *Options) (*server, error) {
+func newServer(ctx context.Context, o *Options) (_ *server, err error) {
 	s := &server{
 		opts:     o,
 		log:      o.Logger,
@@ -87,16 +88,17 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		after:    time.After,
 		budget:   newRequestBudget(o.MaxBufferedBytes, o.MaxInFlight),
 	}
-	if err := addRuntimeMetrics(); err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			s.registry.unregisterAll()
+		}
+	}()
 	s.metrics = newServerMetrics(s.registry)
 	s.admission = admission.NewMetrics(s.registry)
 	s.reloader = newReloader(o, &s.config, s.metrics)
 
 	client := o.KubeClient
 	if client == nil {
-		var err error
 		if client, err = kubernetes.NewForConfig(o.RESTConfig); err != nil {
 			return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
 		}
@@ -116,14 +118,10 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		Port:    o.Port,
 		TLSOpts: []func(*tls.Config){s.tlsConfig},
 	}, httpErrorLog(o.Logger), o.IdleDrain)
-	metricsAddress := o.MetricsBindAddress
-	if metricsAddress == "" {
-		metricsAddress = "0"
-	}
 	grace := o.IdleDrain + drainTimeout + 10*time.Second
 	mgr, err := manager.New(o.RESTConfig, manager.Options{
 		Logger:  o.Logger,
-		Metrics: metricsserver.Options{BindAddress: metricsAddress},
+		Metrics: metricsserver.Options{BindAddress: cmp.Or(o.MetricsBindAddress, "0")},
 		// The health port is s.healthServer: besides /healthz and /readyz
 		// it serves /status and the pod-level notice of /readyz?verbose,
 		// which the manager's probe server has no room for.
@@ -132,14 +130,12 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		GracefulShutdownTimeout: &grace,
 	})
 	if err != nil {
-		s.registry.unregisterAll()
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	s.mgr = mgr
 
 	getCert, err := s.setupCertificates(ctx)
 	if err != nil {
-		s.registry.unregisterAll()
 		return nil, err
 	}
 	s.getCert = s.recordCertificate(getCert)
@@ -150,7 +146,6 @@ func newServer(ctx context.Context, o *Options) (*server, error) {
 		manager.RunnableFunc(s.cluster.run),
 	} {
 		if err := mgr.Add(r); err != nil {
-			s.registry.unregisterAll()
 			return nil, err
 		}
 	}
