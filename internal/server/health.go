@@ -10,7 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,12 +138,7 @@ func (s *server) healthServer(l net.Listener) *manager.Server {
 
 func (s *server) status(r *http.Request) Status {
 	st := Status{Ready: true, ShuttingDown: s.draining.Load(), Checks: map[string]string{}}
-	names := make([]string, 0, len(s.readyChecks))
-	for n := range s.readyChecks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.readyChecks)) {
 		if err := s.readyChecks[n](r); err != nil {
 			st.Ready = false
 			st.Checks[n] = err.Error()

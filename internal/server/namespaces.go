@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -78,20 +79,13 @@ func (c *namespaceCache) Lookup(ctx context.Context, name string) (mutate.Namesp
 	if ns, ok := c.get(name); ok {
 		return ns, true
 	}
-	ctx, cancel := context.WithTimeout(ctx, namespaceWait)
-	defer cancel()
-	tick := time.NewTicker(namespacePoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return mutate.Namespace{}, false
-		case <-tick.C:
-			if ns, ok := c.get(name); ok {
-				return ns, true
-			}
-		}
-	}
+	var ns mutate.Namespace
+	var ok bool
+	_ = wait.PollUntilContextTimeout(ctx, namespacePoll, namespaceWait, false, func(context.Context) (bool, error) {
+		ns, ok = c.get(name)
+		return ok, nil
+	})
+	return ns, ok
 }
 
 func (c *namespaceCache) get(name string) (mutate.Namespace, bool) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,11 +45,8 @@ type webhookServer struct {
 	// closes the ones still idle (Options.IdleDrain).
 	idleDrain time.Duration
 
-	mu      sync.Mutex
-	started bool
+	started atomic.Bool
 }
-
-var _ webhook.Server = (*webhookServer)(nil)
 
 func newWebhookServer(o webhook.Options, errorLog *log.Logger, idleDrain time.Duration) *webhookServer {
 	return &webhookServer{DefaultServer: webhook.NewServer(o).(*webhook.DefaultServer), errorLog: errorLog, idleDrain: idleDrain}
@@ -122,9 +118,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	s.mu.Lock()
-	s.started = true
-	s.mu.Unlock()
+	s.started.Store(true)
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
@@ -137,10 +131,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 func (s *webhookServer) StartedChecker() healthz.Checker {
 	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // only checks that the listener answers TLS
 	return func(*http.Request) error {
-		s.mu.Lock()
-		started := s.started
-		s.mu.Unlock()
-		if !started {
+		if !s.started.Load() {
 			return errors.New("webhook server has not been started yet")
 		}
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", s.addr(), cfg)
