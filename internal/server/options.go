@@ -13,7 +13,6 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
-	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // maxRequestBytesBound bounds --max-request-bytes: one request body may not
@@ -119,8 +118,7 @@ func (o *Options) complete() error {
 	}
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir is required"))
-	}
-	if o.CertDir != "" {
+	} else {
 		o.CertDir = filepath.Clean(o.CertDir)
 	}
 	if o.Port <= 0 || o.Port > 65535 {
@@ -169,13 +167,4 @@ func (o *Options) complete() error {
 		o.Logger = logr.Discard()
 	}
 	return errors.Join(errs...)
-}
-
-// loadPolicies is policy.Load, which refuses an empty set, or
-// policy.LoadAllowEmpty with AllowEmptyPolicies.
-func (o *Options) loadPolicies() func(paths ...string) (*policy.Set, error) {
-	if o.AllowEmptyPolicies {
-		return policy.LoadAllowEmpty
-	}
-	return policy.Load
 }

@@ -44,15 +44,18 @@ const (
 // whole new Config; an invalid one is logged with every problem, counted and
 // shown on /status, and the last good Config keeps serving.
 type reloader struct {
-	log      logr.Logger
-	paths    []string
-	load     func(paths ...string) (*policy.Set, error)
-	leakFile string
-	exclude  []string
-	interval time.Duration
-	target   *atomic.Pointer[admission.Config]
-	metrics  *serverMetrics
-	watcher  *fsnotify.Watcher // nil when file watching is unavailable
+	log   logr.Logger
+	paths []string
+	// allowEmpty and allowedHostPaths are --allow-empty-policies and
+	// --allowed-host-path.
+	allowEmpty       bool
+	allowedHostPaths []string
+	leakFile         string
+	exclude          []string
+	interval         time.Duration
+	target           *atomic.Pointer[admission.Config]
+	metrics          *serverMetrics
+	watcher          *fsnotify.Watcher // nil when file watching is unavailable
 
 	mu       sync.Mutex
 	policies sourceState
@@ -73,15 +76,16 @@ type sourceState struct {
 
 func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *serverMetrics) *reloader {
 	return &reloader{
-		log:      o.Logger.WithName("reload"),
-		paths:    slices.Clone(o.PolicyPaths),
-		load:     allowHostPaths(o.loadPolicies(), slices.Clone(o.AllowedHostPaths)),
-		leakFile: o.LeakMitigationFile,
-		exclude:  slices.Clone(o.ExcludeNamespaces),
-		interval: o.ReloadInterval,
-		target:   target,
-		metrics:  m,
-		leakMode: o.LeakMitigation,
+		log:              o.Logger.WithName("reload"),
+		paths:            slices.Clone(o.PolicyPaths),
+		allowEmpty:       o.AllowEmptyPolicies,
+		allowedHostPaths: slices.Clone(o.AllowedHostPaths),
+		leakFile:         o.LeakMitigationFile,
+		exclude:          slices.Clone(o.ExcludeNamespaces),
+		interval:         o.ReloadInterval,
+		target:           target,
+		metrics:          m,
+		leakMode:         o.LeakMitigation,
 	}
 }
 
@@ -124,7 +128,7 @@ func (r *reloader) reload() (unsettled bool) {
 	changed := false
 
 	if fp := fingerprint(r.paths); fp != r.policies.fingerprint {
-		set, err := r.load(r.paths...)
+		set, err := r.loadPolicies()
 		if fingerprint(r.paths) != fp {
 			r.log.V(1).Info("Policy files changed while being read; reading them again", "paths", r.paths)
 			return true
@@ -507,20 +511,17 @@ func policyNames(s *policy.Set) []string {
 	return names
 }
 
-// allowHostPaths makes load refuse a policy set with a hostPath asset
-// outside the allowed directories (--allowed-host-path).
-func allowHostPaths(load func(paths ...string) (*policy.Set, error), allowed []string) func(paths ...string) (*policy.Set, error) {
-	if len(allowed) == 0 {
-		return load
+// loadPolicies reads the policy set: policy.Load, which refuses an empty
+// set, or policy.LoadAllowEmpty with --allow-empty-policies; a set with a
+// hostPath asset outside the --allowed-host-path directories is refused.
+func (r *reloader) loadPolicies() (*policy.Set, error) {
+	load := policy.Load
+	if r.allowEmpty {
+		load = policy.LoadAllowEmpty
 	}
-	return func(paths ...string) (*policy.Set, error) {
-		set, err := load(paths...)
-		if err == nil {
-			err = policy.AllowHostPaths(set, allowed)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return set, nil
+	set, err := load(r.paths...)
+	if err == nil {
+		err = policy.AllowHostPaths(set, r.allowedHostPaths)
 	}
+	return set, err
 }
