@@ -68,16 +68,7 @@ func Generate(opts GenerateOptions) error {
 	notBefore := now().Add(-clockSkew)
 	notAfter := now().Add(opts.Validity)
 
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating CA key: %w", err)
-	}
-	caSerial, err := serialNumber()
-	if err != nil {
-		return err
-	}
-	caTemplate := &x509.Certificate{
-		SerialNumber:          caSerial,
+	caKey, caDER, err := newCertificate("CA", &x509.Certificate{
 		Subject:               pkix.Name{CommonName: "sandbox-webhook-ca", Organization: []string{"sandbox-webhook"}},
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
@@ -85,31 +76,21 @@ func Generate(opts GenerateOptions) error {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, caKey.Public(), caKey)
+	}, nil, nil)
 	if err != nil {
-		return fmt.Errorf("creating CA certificate: %w", err)
+		return err
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
 		return fmt.Errorf("parsing CA certificate: %w", err)
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating serving key: %w", err)
-	}
-	serial, err := serialNumber()
-	if err != nil {
-		return err
-	}
 	template := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: opts.Hosts[0], Organization: []string{"sandbox-webhook"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: opts.Hosts[0], Organization: []string{"sandbox-webhook"}},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range opts.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -118,9 +99,9 @@ func Generate(opts GenerateOptions) error {
 			template.DNSNames = append(template.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, ca, key.Public(), caKey)
+	key, der, err := newCertificate("serving", template, ca, caKey)
 	if err != nil {
-		return fmt.Errorf("creating serving certificate: %w", err)
+		return err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -189,13 +170,26 @@ func (o GenerateOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// serialNumber returns a random 128-bit serial number, as RFC 5280 recommends.
-func serialNumber() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+// newCertificate makes an ECDSA P-256 key and a certificate of it from
+// template, with a random 128-bit serial number as RFC 5280 recommends,
+// signed by parent's parentKey, or self-signed when parent is nil. what
+// names the certificate in errors.
+func newCertificate(what string, template, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generating serial number: %w", err)
+		return nil, nil, fmt.Errorf("generating %s key: %w", what, err)
 	}
-	return n, nil
+	if template.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128)); err != nil {
+		return nil, nil, fmt.Errorf("generating serial number: %w", err)
+	}
+	if parent == nil {
+		parent, parentKey = template, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, parent, key.Public(), parentKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating %s certificate: %w", what, err)
+	}
+	return key, der, nil
 }
 
 // writeFileAtomic replaces path with data through a temporary file in the same
@@ -206,18 +200,17 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+	err = tmp.Chmod(mode)
+	if err == nil {
+		_, err = tmp.Write(data)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
