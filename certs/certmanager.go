@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
 
 // resync re-delivers the watched objects from the local cache (no apiserver
@@ -40,15 +40,15 @@ type certManagerWatcher struct {
 	metrics       *metrics
 
 	certFactory cminformers.SharedInformerFactory
-	certSynced  toolscache.InformerSynced
+	certs       toolscache.SharedIndexInformer
 	kubeFactory informers.SharedInformerFactory // nil without --webhook-config
-	mwcSynced   toolscache.InformerSynced
+	mwcs        toolscache.SharedIndexInformer
 
 	mu        sync.Mutex
 	ready     bool
 	notReason string // why not ready, for the readiness check's body
-	lastGood  bool   // whether Ready was the last logged state, to log Ready once
-	caLogged  bool   // whether an empty caBundle was logged, to log its fix once
+
+	caLogged atomic.Bool // whether an empty caBundle was logged, to log its fix once
 }
 
 func newCertManagerWatcher(log logr.Logger, o *Options, cfg *rest.Config, m *metrics) (*certManagerWatcher, error) {
@@ -62,26 +62,17 @@ func newCertManagerWatcher(log logr.Logger, o *Options, cfg *rest.Config, m *met
 		certificate:   o.Certificate,
 		webhookConfig: o.WebhookConfig,
 		metrics:       m,
-		notReason:     "Certificate not observed yet",
 	}
-	m.setReady(false)
+	w.setState(false, "Certificate not observed yet")
 	m.setNotAfter(time.Time{})
 
 	w.certFactory = cminformers.NewSharedInformerFactoryWithOptions(cm, resync,
 		cminformers.WithNamespace(o.Namespace),
 		cminformers.WithTweakListOptions(byName(o.Certificate)))
-	certInformer := w.certFactory.Certmanager().V1().Certificates().Informer()
-	if _, err := certInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observeCertificate(obj) },
-		UpdateFunc: func(_, obj any) { w.observeCertificate(obj) },
-		DeleteFunc: func(any) { w.certificateGone() },
-	}); err != nil {
-		return nil, fmt.Errorf("watching Certificate: %w", err)
-	}
-	if err := certInformer.SetWatchErrorHandlerWithContext(w.watchErrors("certificates.cert-manager.io", o.Certificate)); err != nil {
+	w.certs = w.certFactory.Certmanager().V1().Certificates().Informer()
+	if err := w.follow(w.certs, "Certificate", "certificates.cert-manager.io", o.Certificate, w.observeCertificate, w.certificateGone); err != nil {
 		return nil, err
 	}
-	w.certSynced = certInformer.HasSynced
 
 	if o.WebhookConfig != "" {
 		kube, err := kubernetes.NewForConfig(cfg)
@@ -90,18 +81,11 @@ func newCertManagerWatcher(log logr.Logger, o *Options, cfg *rest.Config, m *met
 		}
 		w.kubeFactory = informers.NewSharedInformerFactoryWithOptions(kube, resync,
 			informers.WithTweakListOptions(byName(o.WebhookConfig)))
-		mwcInformer := w.kubeFactory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer()
-		if _, err := mwcInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.observeWebhookConfig(obj) },
-			UpdateFunc: func(_, obj any) { w.observeWebhookConfig(obj) },
-			DeleteFunc: func(any) { w.webhookConfigGone() },
-		}); err != nil {
-			return nil, fmt.Errorf("watching MutatingWebhookConfiguration: %w", err)
-		}
-		if err := mwcInformer.SetWatchErrorHandlerWithContext(w.watchErrors("mutatingwebhookconfigurations.admissionregistration.k8s.io", o.WebhookConfig)); err != nil {
+		w.mwcs = w.kubeFactory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer()
+		if err := w.follow(w.mwcs, "MutatingWebhookConfiguration", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+			o.WebhookConfig, w.observeWebhookConfig, w.webhookConfigGone); err != nil {
 			return nil, err
 		}
-		w.mwcSynced = mwcInformer.HasSynced
 	}
 	return w, nil
 }
@@ -113,27 +97,36 @@ func byName(name string) func(*metav1.ListOptions) {
 	return func(o *metav1.ListOptions) { o.FieldSelector = sel }
 }
 
-// watchErrors reports a refused list or watch loudly with the RBAC it needs;
-// other errors take client-go's default path (logged, retried with backoff).
-func (w *certManagerWatcher) watchErrors(resource, name string) toolscache.WatchErrorHandlerWithContext {
-	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+// follow passes the events of inf, which watches the object name of
+// resource, to observe and gone. A refused list or watch is reported loudly
+// with the RBAC it needs; other errors take client-go's default path (logged,
+// retried with backoff).
+func (w *certManagerWatcher) follow(inf toolscache.SharedIndexInformer, kind, resource, name string, observe func(any), gone func()) error {
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(any) { gone() },
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", kind, err)
+	}
+	return inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			w.log.Error(err, "not allowed to list and watch "+resource+" "+name,
 				"fix", fmt.Sprintf("grant list and watch on %s with resourceNames [%s] (the chart's RBAC for certificates.mode=certManager)", resource, name))
 			return
 		}
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
-	}
+	})
 }
 
 func (w *certManagerWatcher) start(ctx context.Context) error {
 	w.certFactory.Start(ctx.Done())
 	defer w.certFactory.Shutdown()
-	synced := []toolscache.InformerSynced{w.certSynced}
+	synced := []toolscache.InformerSynced{w.certs.HasSynced}
 	if w.kubeFactory != nil {
 		w.kubeFactory.Start(ctx.Done())
 		defer w.kubeFactory.Shutdown()
-		synced = append(synced, w.mwcSynced)
+		synced = append(synced, w.mwcs.HasSynced)
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
@@ -141,26 +134,22 @@ func (w *certManagerWatcher) start(ctx context.Context) error {
 		}
 		return errors.New("cert-manager mode: informers did not sync")
 	}
-	w.checkPresence()
+	// Report objects that were not there when the informers synced; an
+	// absent object sends no events.
+	if _, exists, _ := w.certs.GetStore().GetByKey(w.namespace + "/" + w.certificate); !exists {
+		w.certificateGone()
+	}
+	if w.mwcs != nil {
+		if _, exists, _ := w.mwcs.GetStore().GetByKey(w.webhookConfig); !exists {
+			w.webhookConfigGone()
+		}
+	}
 	<-ctx.Done()
 	return nil
 }
 
-// checkPresence reports objects that were not there when the informers synced;
-// an absent object sends no events.
-func (w *certManagerWatcher) checkPresence() {
-	if _, exists, _ := w.certFactory.Certmanager().V1().Certificates().Informer().GetStore().GetByKey(w.namespace + "/" + w.certificate); !exists {
-		w.certificateGone()
-	}
-	if w.kubeFactory != nil {
-		if _, exists, _ := w.kubeFactory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer().GetStore().GetByKey(w.webhookConfig); !exists {
-			w.webhookConfigGone()
-		}
-	}
-}
-
 func (w *certManagerWatcher) readyCheck(*http.Request) error {
-	if !w.certSynced() {
+	if !w.certs.HasSynced() {
 		return errors.New("the informer for the Certificate has not synced")
 	}
 	w.mu.Lock()
@@ -169,10 +158,6 @@ func (w *certManagerWatcher) readyCheck(*http.Request) error {
 		return fmt.Errorf("cert-manager Certificate %s/%s is not Ready: %s", w.namespace, w.certificate, w.notReason)
 	}
 	return nil
-}
-
-func (w *certManagerWatcher) checks() map[string]healthz.Checker {
-	return map[string]healthz.Checker{"cert-manager-certificate": w.readyCheck}
 }
 
 func (w *certManagerWatcher) observeCertificate(obj any) {
@@ -197,14 +182,12 @@ func (w *certManagerWatcher) observeCertificate(obj any) {
 	if cond != nil {
 		reason = fmt.Sprintf("Ready=%s reason=%q message=%q", cond.Status, cond.Reason, cond.Message)
 	}
-	w.setState(ready, reason)
-	if ready {
-		if !w.swapLogged(true) {
+	if wasReady := w.setState(ready, reason); ready {
+		if !wasReady {
 			w.log.Info("Certificate is Ready", "notAfter", notAfter)
 		}
 		return
 	}
-	w.swapLogged(false)
 	kv := []any{"fix", fmt.Sprintf("kubectl -n %[1]s describe certificate %[2]s; kubectl -n %[1]s get certificaterequests,issuers; then check cert-manager's logs (kubectl -n cert-manager logs deploy/cert-manager)", w.namespace, w.certificate)}
 	if cond != nil {
 		kv = append(kv, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
@@ -218,25 +201,18 @@ func (w *certManagerWatcher) observeCertificate(obj any) {
 func (w *certManagerWatcher) certificateGone() {
 	w.metrics.setNotAfter(time.Time{})
 	w.setState(false, "Certificate does not exist")
-	w.swapLogged(false)
 	w.log.Error(nil, "cert-manager Certificate of the webhook does not exist: nothing issues or renews its serving certificate",
 		"fix", fmt.Sprintf("install the chart with certificates.mode=certManager (it creates Certificate %s/%s), or point --certificate and --namespace at the Certificate that writes the Secret mounted at --cert-dir", w.namespace, w.certificate))
 }
 
-func (w *certManagerWatcher) setState(ready bool, reason string) {
+// setState records whether the Certificate is Ready, and why not, and
+// returns whether it was: Ready is logged once, when it becomes so.
+func (w *certManagerWatcher) setState(ready bool, reason string) (wasReady bool) {
 	w.mu.Lock()
-	w.ready, w.notReason = ready, reason
+	wasReady, w.ready, w.notReason = w.ready, ready, reason
 	w.mu.Unlock()
 	w.metrics.setReady(ready)
-}
-
-// swapLogged records good as the last logged state and returns the previous one.
-func (w *certManagerWatcher) swapLogged(good bool) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	prev := w.lastGood
-	w.lastGood = good
-	return prev
+	return wasReady
 }
 
 func (w *certManagerWatcher) observeWebhookConfig(obj any) {
@@ -251,18 +227,12 @@ func (w *certManagerWatcher) observeWebhookConfig(obj any) {
 		}
 	}
 	if len(empty) == 0 {
-		w.mu.Lock()
-		wasLogged := w.caLogged
-		w.caLogged = false
-		w.mu.Unlock()
-		if wasLogged {
+		if w.caLogged.Swap(false) {
 			w.log.Info("caBundle of the MutatingWebhookConfiguration is injected", "webhookConfig", mwc.Name)
 		}
 		return
 	}
-	w.mu.Lock()
-	w.caLogged = true
-	w.mu.Unlock()
+	w.caLogged.Store(true)
 
 	want := w.namespace + "/" + w.certificate
 	fix := fmt.Sprintf("cert-manager's cainjector fills caBundle from Certificate %s once it is Ready; check that the cainjector runs (kubectl -n cert-manager logs deploy/cert-manager-cainjector) and that the Certificate is Ready (kubectl -n %s get certificate %s)", want, w.namespace, w.certificate)

@@ -23,29 +23,23 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{}
-	var err error
-	m.notAfter, err = registerGauge(reg, prometheus.GaugeOpts{
-		Name: metricNotAfter,
-		Help: "status.notAfter (Unix seconds) of the cert-manager Certificate that issues the webhook's serving certificate; 0 while unknown.",
-	})
+	notAfter, err := registerGauge(reg, metricNotAfter,
+		"status.notAfter (Unix seconds) of the cert-manager Certificate that issues the webhook's serving certificate; 0 while unknown.")
 	if err != nil {
 		return nil, err
 	}
-	m.ready, err = registerGauge(reg, prometheus.GaugeOpts{
-		Name: metricReady,
-		Help: "1 while the cert-manager Certificate that issues the webhook's serving certificate has condition Ready=True, else 0.",
-	})
+	ready, err := registerGauge(reg, metricReady,
+		"1 while the cert-manager Certificate that issues the webhook's serving certificate has condition Ready=True, else 0.")
 	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &metrics{notAfter: notAfter, ready: ready}, nil
 }
 
 // registerGauge registers a gauge, reusing one that is already registered under
 // the same name and help (Setup runs more than once in one process in tests).
-func registerGauge(reg prometheus.Registerer, opts prometheus.GaugeOpts) (prometheus.Gauge, error) {
-	g := prometheus.NewGauge(opts)
+func registerGauge(reg prometheus.Registerer, name, help string) (prometheus.Gauge, error) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	if err := reg.Register(g); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
@@ -53,7 +47,7 @@ func registerGauge(reg prometheus.Registerer, opts prometheus.GaugeOpts) (promet
 				return existing, nil
 			}
 		}
-		return nil, fmt.Errorf("registering metric %s: %w", opts.Name, err)
+		return nil, fmt.Errorf("registering metric %s: %w", name, err)
 	}
 	return g, nil
 }

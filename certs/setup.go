@@ -48,7 +48,7 @@ func (o *Options) Setup(ctx context.Context, mgr manager.Manager, certDir string
 		if err := mgr.Add(manager.RunnableFunc(w.start)); err != nil {
 			return nil, fmt.Errorf("cert-manager mode: %w", err)
 		}
-		r.checks = w.checks()
+		r.checks = map[string]healthz.Checker{"cert-manager-certificate": w.readyCheck}
 	case ModeSelfManaged:
 		s, err := newSelfManaged(log, o, mgr, certDir)
 		if err != nil {
