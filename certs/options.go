@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -155,10 +156,8 @@ func modeList() string {
 
 // ParseMode returns the mode named s, or an error that lists the modes.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range modes {
-		if Mode(s) == m {
-			return m, nil
-		}
+	if !slices.Contains(modes, Mode(s)) {
+		return "", fmt.Errorf("must be one of %s", modeList())
 	}
-	return "", fmt.Errorf("must be one of %s", modeList())
+	return Mode(s), nil
 }

@@ -106,7 +106,7 @@ func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir st
 	if err := rotator.AddRotator(mgr, cr); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
-	cert := &secretCert{log: log, dir: certDir, key: secretKey}
+	cert := &secretCert{log: log, dir: certDir, key: secretKey, written: map[string][]byte{}}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cert.run(ctx, secrets) })); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
@@ -210,9 +210,6 @@ func (f *secretCert) update(data map[string][]byte) error {
 		}
 		if err := writeFileAtomic(filepath.Join(f.dir, file.name), file.data, file.mode); err != nil {
 			return err
-		}
-		if f.written == nil {
-			f.written = map[string][]byte{}
 		}
 		f.written[file.name] = file.data
 		changed = true
