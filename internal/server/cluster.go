@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,15 +74,13 @@ type clusterProbe struct {
 
 	mu     sync.Mutex
 	status ClusterStatus
-	probed bool // the first probe finished
+	probed atomic.Bool // the first probe finished
 }
 
 // ready fails until the first probe finished (whatever it found), so that
 // no admission is answered before memory.level auto knows the cluster.
 func (p *clusterProbe) ready() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.probed {
+	if !p.probed.Load() {
 		return errors.New("the apiserver's version and feature gates (PodLevelResources, ImageVolume) have not been read yet")
 	}
 	return nil
@@ -102,7 +102,7 @@ func (p *clusterProbe) run(ctx context.Context) error {
 func (p *clusterProbe) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := ClusterStatus{PodLevelResources: "unknown", ImageVolumes: "unknown", LastProbe: time.Now().UTC()}
+	st := ClusterStatus{LastProbe: time.Now().UTC()}
 	var f clusterFeatures
 	v, err := p.client.Discovery().ServerVersion()
 	if err != nil {
@@ -155,12 +155,8 @@ func (p *clusterProbe) probe(ctx context.Context) {
 			st.Error = fmt.Sprintf("parsing version %q: %v", v.GitVersion, perr)
 		}
 	}
-	if f.podLevel != "" {
-		st.PodLevelResources = string(f.podLevel)
-	}
-	if f.imageVolumes != "" {
-		st.ImageVolumes = string(f.imageVolumes)
-	}
+	st.PodLevelResources = cmp.Or(string(f.podLevel), "unknown")
+	st.ImageVolumes = cmp.Or(string(f.imageVolumes), "unknown")
 	p.mu.Lock()
 	changed := p.status.PodLevelResources != st.PodLevelResources || p.status.ImageVolumes != st.ImageVolumes || p.status.Version != st.Version
 	p.status = st
@@ -170,9 +166,7 @@ func (p *clusterProbe) probe(ctx context.Context) {
 			"imageVolumes", st.ImageVolumes, "from", st.From, "error", st.Error)
 	}
 	p.publish(f)
-	p.mu.Lock()
-	p.probed = true
-	p.mu.Unlock()
+	p.probed.Store(true)
 }
 
 func (p *clusterProbe) get() ClusterStatus {
