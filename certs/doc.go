@@ -18,7 +18,7 @@
 //   - self-managed: the server keeps its own CA and serving certificate in the
 //     Secret --cert-secret, serves it from memory, writes it to --cert-dir (which
 //     must be writable: an emptyDir) and keeps the caBundle of --webhook-config in
-//     sync, with every replica running; see selfManaged for how replicas agree.
+//     sync, with every replica running; see newSelfManaged for how replicas agree.
 //     Readiness checks "cert-rotator" and "cert-secret".
 //
 // RBAC, exactly what Options.RBAC returns (the envtest suite runs each mode as a

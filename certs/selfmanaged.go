@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// selfManaged is the thin glue around open-policy-agent/cert-controller's rotator,
+// newSelfManaged is the thin glue around open-policy-agent/cert-controller's rotator,
 // which does the real work: it keeps a CA (10 years) and a serving certificate
 // (1 year, renewed 90 days before expiry, checked every 12 hours and on every
 // change of the Secret) in the Secret --cert-secret, and writes the CA into every
@@ -49,19 +49,12 @@ import (
 // replica's certificate is not trusted. Renewing the serving certificate alone,
 // the yearly case, keeps the CA and has no such window.
 //
-// RBAC (see Options.RBAC): the rotator's cache lists and watches Secrets in the
-// namespace and MutatingWebhookConfigurations cluster-wide, without a field
-// selector, so list and watch cannot be restricted by name; update is restricted
-// to the one Secret and the one configuration. No get, no create: the Secret is
-// rendered empty by the chart and must exist.
-type selfManaged struct {
-	rotator *rotator.CertRotator
-	cert    *secretCert
-}
-
-// newSelfManaged adds the rotator and secretCert, with a cache holding only the
-// one Secret, to mgr.
-func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir string) (*selfManaged, error) {
+// RBAC: see Options.RBAC and the package documentation (why list and watch
+// cannot be narrowed by name, why the Secret must exist).
+//
+// It adds the rotator and secretCert, with a cache holding only the one
+// Secret, to mgr.
+func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir string) (*Runner, error) {
 	if err := checkWritableDir(certDir); err != nil {
 		return nil, fmt.Errorf("--cert-mode=self-managed writes the serving certificate to --cert-dir: %w", err)
 	}
@@ -110,33 +103,31 @@ func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir st
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cert.run(ctx, secrets) })); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
-	return &selfManaged{rotator: cr, cert: cert}, nil
-}
-
-// explain names the Secret when the manager stopped because it is missing.
-func (s *selfManaged) explain(err error) error {
-	if err == nil || !apierrors.IsNotFound(err) {
-		return err
-	}
-	return fmt.Errorf("self-managed certificates: Secret %s must exist, empty or not (the chart renders it; by hand: kubectl -n %s create secret generic %s): %w",
-		s.rotator.SecretKey, s.rotator.SecretKey.Namespace, s.rotator.SecretKey.Name, err)
-}
-
-func (s *selfManaged) checks() map[string]healthz.Checker {
-	return map[string]healthz.Checker{
-		// IsReady is closed by the rotator once the certificate is in --cert-dir
-		// and the CA in the webhook configuration's caBundle.
-		"cert-rotator": func(*http.Request) error {
-			select {
-			case <-s.rotator.IsReady:
-				return nil
-			default:
-				return errors.New("the CA is not yet injected into the webhook configuration")
-			}
+	return &Runner{
+		checks: map[string]healthz.Checker{
+			// IsReady is closed by the rotator once the certificate is in --cert-dir
+			// and the CA in the webhook configuration's caBundle.
+			"cert-rotator": func(*http.Request) error {
+				select {
+				case <-cr.IsReady:
+					return nil
+				default:
+					return errors.New("the CA is not yet injected into the webhook configuration")
+				}
+			},
+			// Fails while the Secret holds a certificate that cannot be used.
+			"cert-secret": cert.check,
 		},
-		// Fails while the Secret holds a certificate that cannot be used.
-		"cert-secret": s.cert.check,
-	}
+		getCert: cert.getCertificate,
+		// Names the Secret when the manager stopped because it is missing.
+		explain: func(err error) error {
+			if err == nil || !apierrors.IsNotFound(err) {
+				return err
+			}
+			return fmt.Errorf("self-managed certificates: Secret %s must exist, empty or not (the chart renders it; by hand: kubectl -n %s create secret generic %s): %w",
+				secretKey, secretKey.Namespace, secretKey.Name, err)
+		},
+	}, nil
 }
 
 // secretCert follows the one Secret: it serves its key pair from memory (serve's

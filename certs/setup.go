@@ -30,7 +30,6 @@ func (o *Options) Setup(ctx context.Context, mgr manager.Manager, certDir string
 		return nil, err
 	}
 	log := logf.FromContext(ctx).WithName("certs").WithValues("certMode", o.Mode)
-	r := &Runner{explain: func(err error) error { return err }}
 	switch o.Mode {
 	case ModeCertManager:
 		reg := o.Registerer
@@ -48,15 +47,11 @@ func (o *Options) Setup(ctx context.Context, mgr manager.Manager, certDir string
 		if err := mgr.Add(manager.RunnableFunc(w.start)); err != nil {
 			return nil, fmt.Errorf("cert-manager mode: %w", err)
 		}
-		r.checks = map[string]healthz.Checker{"cert-manager-certificate": w.readyCheck}
+		return &Runner{checks: map[string]healthz.Checker{"cert-manager-certificate": w.readyCheck}}, nil
 	case ModeSelfManaged:
-		s, err := newSelfManaged(log, o, mgr, certDir)
-		if err != nil {
-			return nil, err
-		}
-		r.checks, r.getCert, r.explain = s.checks(), s.cert.getCertificate, s.explain
+		return newSelfManaged(log, o, mgr, certDir)
 	}
-	return r, nil
+	return &Runner{}, nil
 }
 
 // ReadyChecks are the mode's readiness checks by name, for /readyz: in
@@ -75,4 +70,9 @@ func (r *Runner) GetCertificate() func(*tls.ClientHelloInfo) (*tls.Certificate, 
 
 // Explain returns err, an error the manager stopped with, with what the mode
 // knows of its cause (in self-managed mode: a missing Secret).
-func (r *Runner) Explain(err error) error { return r.explain(err) }
+func (r *Runner) Explain(err error) error {
+	if r.explain == nil {
+		return err
+	}
+	return r.explain(err)
+}
