@@ -190,11 +190,10 @@ func (s *server) clusterNotice() string {
 // its last line.
 func (s *server) withClusterNotice(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, verbose := r.URL.Query()["verbose"]; !verbose {
-			h.ServeHTTP(w, r)
-			return
+		var notice string
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			notice = s.clusterNotice()
 		}
-		notice := s.clusterNotice()
 		if notice == "" {
 			h.ServeHTTP(w, r)
 			return

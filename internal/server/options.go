@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -104,9 +105,7 @@ func (o *Options) complete() error {
 	if len(o.PolicyPaths) == 0 {
 		errs = append(errs, errors.New("at least one --policy file or directory is required"))
 	}
-	if o.LeakMitigation == "" {
-		o.LeakMitigation = mutate.LeakMitigationPolicy
-	}
+	o.LeakMitigation = cmp.Or(o.LeakMitigation, mutate.LeakMitigationPolicy)
 	if _, ok := mutate.ParseLeakMitigation(string(o.LeakMitigation)); !ok {
 		errs = append(errs, fmt.Errorf("--leak-mitigation %q: must be on, off or policy", o.LeakMitigation))
 	}
@@ -124,34 +123,25 @@ func (o *Options) complete() error {
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: must be between 1 and 65535", o.Port))
 	}
-	switch o.TLSMinVersion {
-	case 0:
-		o.TLSMinVersion = tls.VersionTLS13
-	case tls.VersionTLS12, tls.VersionTLS13:
-	default:
+	o.TLSMinVersion = cmp.Or(o.TLSMinVersion, tls.VersionTLS13)
+	if o.TLSMinVersion != tls.VersionTLS12 && o.TLSMinVersion != tls.VersionTLS13 {
 		errs = append(errs, errors.New("--tls-min-version: must be 1.2 or 1.3"))
 	}
-	switch {
-	case o.MaxRequestBytes == 0:
-		o.MaxRequestBytes = 3 << 20
-	case o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxRequestBytesBound:
+	o.MaxRequestBytes = cmp.Or(o.MaxRequestBytes, 3<<20)
+	if o.MaxRequestBytes < 0 || o.MaxRequestBytes >= maxRequestBytesBound {
 		errs = append(errs, fmt.Errorf("--max-request-bytes %d: must be between 1 and %d",
 			o.MaxRequestBytes, maxRequestBytesBound-1))
 	}
-	switch {
-	case o.MaxBufferedBytes == 0:
-		o.MaxBufferedBytes = 32 << 20
-	case o.MaxBufferedBytes < 0:
+	o.MaxBufferedBytes = cmp.Or(o.MaxBufferedBytes, 32<<20)
+	if o.MaxBufferedBytes < 0 {
 		errs = append(errs, fmt.Errorf("--max-buffered-bytes %d: must be positive", o.MaxBufferedBytes))
 	}
 	if o.MaxRequestBytes > 0 && o.MaxBufferedBytes > 0 && largeShare(o.MaxBufferedBytes) < o.MaxRequestBytes {
 		errs = append(errs, fmt.Errorf("--max-buffered-bytes %d: bodies above 64Ki may use three quarters of it, %d bytes, less than --max-request-bytes %d; raise it to at least %d",
 			o.MaxBufferedBytes, largeShare(o.MaxBufferedBytes), o.MaxRequestBytes, (o.MaxRequestBytes*4+2)/3))
 	}
-	switch {
-	case o.MaxInFlight == 0:
-		o.MaxInFlight = 256
-	case o.MaxInFlight < 0:
+	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
+	if o.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be positive", o.MaxInFlight))
 	}
 	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 || o.IdleDrain < 0 {

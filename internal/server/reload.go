@@ -355,8 +355,7 @@ func (r *reloader) relevant(name string) bool {
 type debouncer struct {
 	quiet, max time.Duration
 	timer      *time.Timer
-	armed      bool
-	deadline   time.Time // of the pending burst
+	deadline   time.Time // of the pending burst; zero when there is none
 }
 
 func newDebouncer(quiet, max time.Duration) *debouncer {
@@ -367,8 +366,7 @@ func newDebouncer(quiet, max time.Duration) *debouncer {
 
 // event records an event at now.
 func (d *debouncer) event(now time.Time) {
-	if !d.armed {
-		d.armed = true
+	if d.deadline.IsZero() {
 		d.deadline = now.Add(d.max)
 	}
 	d.timer.Reset(min(d.quiet, d.deadline.Sub(now)))
@@ -377,7 +375,7 @@ func (d *debouncer) event(now time.Time) {
 func (d *debouncer) fire() <-chan time.Time { return d.timer.C }
 
 // fired ends the burst.
-func (d *debouncer) fired() { d.armed = false }
+func (d *debouncer) fired() { d.deadline = time.Time{} }
 
 func (d *debouncer) stop() { d.timer.Stop() }
 
