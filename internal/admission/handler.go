@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -152,17 +153,13 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		decision(OutcomeDenied)
 		return cradmission.Denied(res.Denied).WithWarnings(warnings...), OutcomeDenied
 	}
-	if !res.Changed {
-		reason := unchangedReason(res)
-		decision(OutcomeUnchanged, "reason", reason)
-		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
-	}
-
-	// The core never writes the namespace (TestPatchNeverWritesTheNamespace):
-	// it stays whatever the client sent, often nothing.
-	ops, err := mutate.Patch(req.Object.Raw, pod, res.Pod)
-	if err != nil {
-		return errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
+	var ops []jsonpatch.Operation
+	if res.Changed {
+		// The core never writes the namespace (TestPatchNeverWritesTheNamespace):
+		// it stays whatever the client sent, often nothing.
+		if ops, err = mutate.Patch(req.Object.Raw, pod, res.Pod); err != nil {
+			return errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
+		}
 	}
 	if len(ops) == 0 {
 		reason := unchangedReason(res)

@@ -50,7 +50,11 @@ func (h *Handler) Review(log logr.Logger) ReviewFunc {
 		// What the pod asks for is counted before it is decoded: decoding
 		// is where a pod of many small parts takes its memory.
 		if work := workOf(r.Context(), body); work.Excess() != "" {
-			h.refuseWork(w, log, work)
+			// Beyond the caps (see Work): refused, code 422, before
+			// anything of it is decoded.
+			log.Info("Refused a pod beyond the webhook's caps", "uid", work.UID, "bytes", work.Bytes, "containers", work.Containers,
+				"volumes", work.Volumes, "mounts", work.Mounts, "env", work.Env)
+			h.answerError(w, log, types.UID(work.UID), http.StatusUnprocessableEntity, errors.New(work.Excess()))
 			return
 		}
 		tm, req, pod, err := decodeReview(body)
@@ -133,23 +137,18 @@ func isPodTypeMeta(tm metav1.TypeMeta) bool {
 }
 
 // rejectBody answers a body that is no AdmissionReview the handler can read
-// with an errored review; handle never sees it, so it is counted here.
+// with an errored review.
 func (h *Handler) rejectBody(w http.ResponseWriter, log logr.Logger, uid types.UID, err error) {
-	h.metrics.ObserveRequest(OutcomeError, 0)
 	log.Error(err, "Rejected a request that is not an AdmissionReview")
-	resp := cradmission.Errored(http.StatusBadRequest, fmt.Errorf("sandbox-webhook: %w", err))
-	resp.UID = uid
-	writeReview(w, metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"}, &resp.AdmissionResponse, log)
+	h.answerError(w, log, uid, http.StatusBadRequest, err)
 }
 
-// refuseWork answers a review whose pod is beyond the caps (see Work) with
-// an errored review, code 422, before anything of it is decoded.
-func (h *Handler) refuseWork(w http.ResponseWriter, log logr.Logger, work Work) {
+// answerError answers with an errored admission.k8s.io/v1 review a request
+// handle never sees, and so counts it here.
+func (h *Handler) answerError(w http.ResponseWriter, log logr.Logger, uid types.UID, code int32, err error) {
 	h.metrics.ObserveRequest(OutcomeError, 0)
-	log.Info("Refused a pod beyond the webhook's caps", "uid", work.UID, "bytes", work.Bytes, "containers", work.Containers,
-		"volumes", work.Volumes, "mounts", work.Mounts, "env", work.Env)
-	resp := cradmission.Errored(http.StatusUnprocessableEntity, fmt.Errorf("sandbox-webhook: %s", work.Excess()))
-	resp.UID = types.UID(work.UID)
+	resp := cradmission.Errored(code, fmt.Errorf("sandbox-webhook: %w", err))
+	resp.UID = uid
 	writeReview(w, metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"}, &resp.AdmissionResponse, log)
 }
 
