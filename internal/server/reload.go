@@ -65,13 +65,12 @@ type reloader struct {
 	cluster  clusterFeatures // what the apiserver does with pod-level resources and image volumes
 }
 
-// sourceState is what is known about one reloadable source.
+// sourceState is what is known about one reloadable source: what /status
+// shows of it, and the fingerprint of its files as last read ("" before the
+// first read).
 type sourceState struct {
-	fingerprint   string // of the files as last read; "" before the first read
-	loaded        bool   // loaded successfully at least once
-	lastSuccess   time.Time
-	lastError     string
-	lastErrorTime time.Time
+	ReloadStatus
+	fingerprint string
 }
 
 func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *serverMetrics) *reloader {
@@ -86,6 +85,8 @@ func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *server
 		target:           target,
 		metrics:          m,
 		leakMode:         o.LeakMitigation,
+		policies:         sourceState{ReloadStatus: ReloadStatus{Paths: slices.Clone(o.PolicyPaths)}},
+		leak:             sourceState{ReloadStatus: ReloadStatus{Paths: []string{o.LeakMitigationFile}}},
 	}
 }
 
@@ -95,10 +96,10 @@ func (r *reloader) ready() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var missing []string
-	if !r.policies.loaded {
+	if !r.policies.Loaded {
 		missing = append(missing, "policies ("+r.policies.describeError()+")")
 	}
-	if r.leakFile != "" && !r.leak.loaded {
+	if r.leakFile != "" && !r.leak.Loaded {
 		missing = append(missing, "--leak-mitigation-file ("+r.leak.describeError()+")")
 	}
 	if len(missing) > 0 {
@@ -108,14 +109,13 @@ func (r *reloader) ready() error {
 }
 
 func (s *sourceState) describeError() string {
-	if s.lastError == "" {
+	switch len(s.Errors) {
+	case 0:
 		return "not read yet"
+	case 1:
+		return s.Errors[0]
 	}
-	first, _, more := strings.Cut(s.lastError, "\n")
-	if more {
-		first += " (and more; see /status)"
-	}
-	return first
+	return s.Errors[0] + " (and more; see /status)"
 }
 
 // reload re-reads whatever changed since the last read and publishes a new
@@ -142,7 +142,7 @@ func (r *reloader) reload() (unsettled bool) {
 				"paths", r.paths, "serving", r.set.Hash)
 		default:
 			r.succeeded(&r.policies, sourcePolicies)
-			r.policies.loaded = true
+			r.policies.Loaded = true
 			if r.set == nil || set.Hash != r.set.Hash {
 				r.log.Info("Loaded policies", "hash", set.Hash, "policies", policyNames(set), "previous", setHash(r.set))
 				r.set = set
@@ -160,15 +160,15 @@ func (r *reloader) reload() (unsettled bool) {
 			}
 			r.leak.fingerprint = fp
 			switch {
-			case err != nil && !r.leak.loaded:
+			case err != nil && !r.leak.Loaded:
 				r.failed(&r.leak, sourceLeakMitigation, err, "The leak-mitigation file is invalid; not ready until it is fixed", "file", r.leakFile)
 			case err != nil:
 				r.failed(&r.leak, sourceLeakMitigation, err, "The leak-mitigation file is invalid; the last good mode keeps serving",
 					"file", r.leakFile, "serving", r.leakMode)
 			default:
 				r.succeeded(&r.leak, sourceLeakMitigation)
-				first := !r.leak.loaded
-				r.leak.loaded = true
+				first := !r.leak.Loaded
+				r.leak.Loaded = true
 				if first || mode != r.leakMode {
 					r.log.Info("Loaded leak mitigation", "mode", mode, "file", r.leakFile, "previous", r.leakMode)
 					changed = changed || mode != r.leakMode
@@ -178,7 +178,7 @@ func (r *reloader) reload() (unsettled bool) {
 		}
 	}
 
-	if r.set == nil || (r.leakFile != "" && !r.leak.loaded) {
+	if r.set == nil || (r.leakFile != "" && !r.leak.Loaded) {
 		return false
 	}
 	if changed || r.target.Load() == nil {
@@ -239,17 +239,17 @@ func (r *reloader) publish() {
 }
 
 func (r *reloader) succeeded(s *sourceState, source string) {
-	s.lastSuccess = time.Now()
-	s.lastError = ""
+	s.LastSuccess = time.Now()
+	s.Errors = nil
 	r.metrics.reloaded(source, nil)
 }
 
 func (r *reloader) failed(s *sourceState, source string, err error, msg string, kv ...any) {
-	s.lastError = err.Error()
-	s.lastErrorTime = time.Now()
+	s.Errors = strings.Split(err.Error(), "\n")
+	s.LastErrorTime = time.Now()
 	r.metrics.reloaded(source, err)
 	// Every problem, one per entry, so that no error is lost to truncation.
-	r.log.Error(err, msg, append(kv, "problems", strings.Split(err.Error(), "\n"))...)
+	r.log.Error(err, msg, append(kv, "problems", s.Errors)...)
 }
 
 // start sets up the file watches and reads the files once. The watches come
@@ -410,7 +410,7 @@ func (r *reloader) status() (policies PolicyStatus, leak LeakMitigationStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	policies = PolicyStatus{
-		ReloadStatus: r.policies.export(r.paths),
+		ReloadStatus: r.policies.ReloadStatus,
 	}
 	if r.set != nil {
 		policies.Hash = r.set.Hash
@@ -426,21 +426,13 @@ func (r *reloader) status() (policies PolicyStatus, leak LeakMitigationStatus) {
 	}
 	leak = LeakMitigationStatus{Mode: string(r.leakMode), From: "--leak-mitigation"}
 	if r.leakFile != "" {
-		rs := r.leak.export([]string{r.leakFile})
+		rs := r.leak.ReloadStatus
 		leak.File = &rs
-		if r.leak.loaded {
+		if r.leak.Loaded {
 			leak.From = "--leak-mitigation-file"
 		}
 	}
 	return policies, leak
-}
-
-func (s *sourceState) export(paths []string) ReloadStatus {
-	rs := ReloadStatus{Paths: paths, Loaded: s.loaded, LastSuccess: s.lastSuccess, LastErrorTime: s.lastErrorTime}
-	if s.lastError != "" {
-		rs.Errors = strings.Split(s.lastError, "\n")
-	}
-	return rs
 }
 
 // readLeakMitigation reads a file holding on, off or policy.
