@@ -26,6 +26,6 @@ func NewLogger(level string, w io.Writer) (logr.Logger, error) {
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 	// Locked: w may be any writer (a command's stderr), and logs come from
 	// many goroutines.
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zapr.NewLogger(zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))), nil
+	ws := zapcore.Lock(zapcore.AddSync(w))
+	return zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, lvl), zap.ErrorOutput(ws))), nil
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,9 +116,9 @@ func (m *serverMetrics) certificateNotAfter() time.Time {
 // (registered by controller-runtime's controller metrics, which the
 // certificate rotator links in; TestServe checks they are served), and
 // takes them out again when the server stops, so that one process can run
-// servers one after the other (the tests do).
+// servers one after the other (the tests do). It is used from one goroutine:
+// newServer registers, and Run or newServer's failure unregisters.
 type registry struct {
-	mu         sync.Mutex
 	collectors []prometheus.Collector
 }
 
@@ -127,8 +126,6 @@ func (r *registry) Register(c prometheus.Collector) error {
 	if err := ctrlmetrics.Registry.Register(c); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.collectors = append(r.collectors, c)
 	return nil
 }
@@ -146,8 +143,6 @@ func (r *registry) Unregister(c prometheus.Collector) bool {
 }
 
 func (r *registry) unregisterAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, c := range r.collectors {
 		ctrlmetrics.Registry.Unregister(c)
 	}
