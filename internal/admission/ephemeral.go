@@ -74,9 +74,3 @@ func ephemeralHostPathProblems(pod, old *corev1.Pod) []string {
 	}
 	return out
 }
-
-// ephemeralDenial is the reason an ephemeral container update is refused.
-func ephemeralDenial(problems []string) string {
-	return fmt.Sprintf("sandbox-webhook: %s; an ephemeral container may mount a hostPath volume only readOnly: true, whole (no subPath or subPathExpr) and without mountPropagation",
-		strings.Join(problems, "; "))
-}

@@ -223,7 +223,8 @@ func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request, pod *co
 		if log.v1() {
 			log.get().V(1).Info("Admission decision", "outcome", OutcomeDenied, "problems", len(problems))
 		}
-		return cradmission.Denied(ephemeralDenial(problems)), OutcomeDenied
+		return cradmission.Denied(fmt.Sprintf("sandbox-webhook: %s; an ephemeral container may mount a hostPath volume only readOnly: true, whole (no subPath or subPathExpr) and without mountPropagation",
+			strings.Join(problems, "; "))), OutcomeDenied
 	}
 	const reason = "sandbox-webhook does not mutate the pods/ephemeralcontainers subresource; no ephemeral container mounts a hostPath volume other than read-only and whole"
 	if log.v1() {

@@ -124,16 +124,12 @@ func decodeReview(body []byte) (tm metav1.TypeMeta, req cradmission.Request, pod
 		return tm, req, nil, nil
 	}
 	req.Object = runtime.RawExtension{Raw: object}
-	if !isPodTypeMeta(pod.TypeMeta) {
-		pod = nil // handle decodes it again, and says what it is instead
+	// The universal deserializer decodes only a v1 Pod, either part left
+	// out, into a Pod: handle decodes anything else again, and says what it is.
+	if tm := pod.TypeMeta; (tm.APIVersion != "" && tm.APIVersion != "v1") || (tm.Kind != "" && tm.Kind != "Pod") {
+		pod = nil
 	}
 	return tm, req, pod, nil
-}
-
-// isPodTypeMeta reports whether the universal deserializer decodes an object
-// of this apiVersion and kind into a Pod: v1 Pod, either part left out.
-func isPodTypeMeta(tm metav1.TypeMeta) bool {
-	return (tm.APIVersion == "" || tm.APIVersion == "v1") && (tm.Kind == "" || tm.Kind == "Pod")
 }
 
 // rejectBody answers a body that is no AdmissionReview the handler can read
