@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,13 +67,12 @@ func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metr
 // when it is decoded already. It is the handler's one panic recovery: a
 // panic is answered with an errored review and counted as an error.
 func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
-	outcome := OutcomeError
+	outcome := OutcomeError // unless handle returns
 	defer func() {
 		if r := recover(); r != nil {
 			log.get().Error(fmt.Errorf("panic: %v", r), "Admission handler panicked; answering with an error", "stack", string(debug.Stack()))
 			resp = cradmission.Errored(http.StatusInternalServerError,
 				fmt.Errorf("sandbox-webhook: internal error, the pod was not mutated (panic: %v)", r))
-			outcome = OutcomeError
 		}
 		h.metrics.ObserveRequest(outcome, time.Since(start))
 	}()
@@ -107,10 +107,7 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 	if cfg == nil {
 		return errored(log, http.StatusServiceUnavailable, errors.New("no policies are loaded yet"))
 	}
-	nsName := req.Namespace
-	if nsName == "" {
-		nsName = pod.Namespace
-	}
+	nsName := cmp.Or(req.Namespace, pod.Namespace)
 	if nsName == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the request names no namespace"))
 	}
