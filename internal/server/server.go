@@ -157,11 +157,7 @@ func newServer(ctx context.Context, o *Options) (_ *server, err error) {
 func (s *server) setupCertificates(ctx context.Context) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	o := s.opts
 	s.readyChecks = s.ownReadyChecks()
-	mode := o.Certificates
-	if mode == nil {
-		mode = certs.NewOptions()
-	}
-	r, err := mode.Setup(logf.IntoContext(ctx, o.Logger), s.mgr, o.CertDir)
+	r, err := cmp.Or(o.Certificates, certs.NewOptions()).Setup(logf.IntoContext(ctx, o.Logger), s.mgr, o.CertDir)
 	if err != nil {
 		return nil, err
 	}
