@@ -19,10 +19,21 @@ const (
 	sandboxPolicyEnd   = "\n  },\n  \"properties\": {"
 )
 
-// sandboxPolicyDefinition is policy.JSONSchema as a definition inside the
+// sandboxPolicyDefinition is the published SandboxPolicy schema (which the
+// policy package's tests hold to the types) as a definition inside the
 // values schema: without $schema and $id.
-func sandboxPolicyDefinition() map[string]any {
-	s := policy.JSONSchema()
+func sandboxPolicyDefinition(t *testing.T) map[string]any {
+	raw, err := os.ReadFile(filepath.Join("..", "policy", "sandboxpolicy.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s["$id"] != policy.SchemaID {
+		t.Fatalf("policy/sandboxpolicy.schema.json: $id %v, want %s", s["$id"], policy.SchemaID)
+	}
 	delete(s, "$schema")
 	delete(s, "$id")
 	return s
@@ -44,7 +55,7 @@ func TestValuesSchemaSandboxPolicyInStep(t *testing.T) {
 		if start < 0 || end < start {
 			t.Fatalf("%s: no sandboxPolicy definition last in definitions", path)
 		}
-		def, err := json.MarshalIndent(sandboxPolicyDefinition(), "    ", "  ")
+		def, err := json.MarshalIndent(sandboxPolicyDefinition(t), "    ", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +74,7 @@ func TestValuesSchemaSandboxPolicyInStep(t *testing.T) {
 	if err := json.Unmarshal(schema.Definitions["sandboxPolicy"], &got); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(sandboxPolicyDefinition())
+	b, _ := json.Marshal(sandboxPolicyDefinition(t))
 	if err := json.Unmarshal(b, &want); err != nil {
 		t.Fatal(err)
 	}
