@@ -40,7 +40,7 @@ func (p Problem) String() string {
 }
 
 // Error is every problem found while loading or compiling policies. Load,
-// Parse, ParseSet, NewSet and Compile return it (as error) on failure.
+// Parse, ParseSet and NewSet return it (as error) on failure.
 type Error struct {
 	Problems []Problem
 }
@@ -70,6 +70,16 @@ func asError(ps []Problem) error {
 		return nil
 	}
 	return &Error{Problems: ps}
+}
+
+// orProblems returns v, or the zero value and an *Error when there are
+// problems.
+func orProblems[T any](v T, ps []Problem) (T, error) {
+	if err := asError(ps); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
 
 // documentError is a problem with a whole document or file: no field path

@@ -86,11 +86,7 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 		}
 	}
 	set, pr := newSet(policies)
-	problems = append(problems, pr...)
-	if err := asError(problems); err != nil {
-		return nil, err
-	}
-	return set, nil
+	return orProblems(set, append(problems, pr...))
 }
 
 // Parse decodes, defaults, validates and compiles the policy documents in raw,
@@ -100,10 +96,7 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 // of them.
 func Parse(source string, raw []byte) ([]*Policy, error) {
 	ps, problems, _ := parse(source, raw)
-	if err := asError(problems); err != nil {
-		return nil, err
-	}
-	return ps, nil
+	return orProblems(ps, problems)
 }
 
 // ParseSet is Parse followed by NewSet, for tests and for policies that do
@@ -111,20 +104,13 @@ func Parse(source string, raw []byte) ([]*Policy, error) {
 func ParseSet(source string, raw []byte) (*Set, error) {
 	ps, problems, _ := parse(source, raw)
 	set, pr := newSet(ps)
-	if err := asError(append(problems, pr...)); err != nil {
-		return nil, err
-	}
-	return set, nil
+	return orProblems(set, append(problems, pr...))
 }
 
 // NewSet orders compiled policies by name, which is the order they apply
 // in, and rejects duplicate names (naming both sources).
 func NewSet(policies []*Policy) (*Set, error) {
-	set, problems := newSet(policies)
-	if err := asError(problems); err != nil {
-		return nil, err
-	}
-	return set, nil
+	return orProblems(newSet(policies))
 }
 
 func newSet(policies []*Policy) (*Set, []Problem) {
@@ -165,14 +151,10 @@ func Files(path string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasPrefix(name, "."):
-			continue
-		case !IsPolicyFileName(name):
+		if !IsPolicyFileName(e.Name()) {
 			continue
 		}
-		f := filepath.Join(path, name)
+		f := filepath.Join(path, e.Name())
 		info, err := os.Stat(f) // follows symlinks
 		if err != nil && e.Type()&fs.ModeSymlink != 0 && errors.Is(err, fs.ErrNotExist) {
 			// A key removed from a ConfigMap: its symlink dangles until
