@@ -32,17 +32,15 @@ func parse(source string, raw []byte) ([]*Policy, []Problem, int) {
 	var docs []doc
 	for _, c := range splitDocuments(raw) {
 		node, err := parseNode(c.text)
-		if err != nil {
+		switch {
+		case err != nil:
 			err = offendingLine(c.text, err)
-		}
-		if err == nil && isTest(node) {
+		case isTest(node):
 			tests++
 			continue
-		}
-		if err == nil && isEmpty(node) {
+		case isEmpty(node):
 			continue
-		}
-		if err == nil {
+		default:
 			err = yamllimit.Check(node)
 		}
 		docs = append(docs, doc{c, node, err})
@@ -150,25 +148,19 @@ func yamlError(err error, offset int) *field.Error {
 
 // nodeName returns metadata.name of a document, or "".
 func nodeName(doc *yaml.Node) string {
-	n := doc
-	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-		n = n.Content[0]
-	}
-	for _, key := range []string{"metadata", "name"} {
-		n = mapValue(n, key)
-		if n == nil {
-			return ""
-		}
-	}
-	if n.Kind != yaml.ScalarNode {
+	if len(doc.Content) != 1 {
 		return ""
 	}
-	return n.Value
+	if n := mapValue(mapValue(doc.Content[0], "metadata"), "name"); n != nil && n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	return ""
 }
 
-// mapValue returns the value of key in a mapping node, or nil.
+// mapValue returns the value of key in a mapping node, or nil (also when n
+// is nil).
 func mapValue(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
+	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -194,12 +186,7 @@ func decode(c chunk, node *yaml.Node) (sp SandboxPolicy, errs field.ErrorList, d
 	if err := json.Unmarshal(j, &top); err != nil {
 		return sp, field.ErrorList{documentError("must be a mapping with apiVersion, kind, metadata and spec")}, false
 	}
-	for _, f := range []struct{ name, want string }{{"apiVersion", APIVersion}, {"kind", Kind}} {
-		if e := checkConstant(field.NewPath(f.name), top[f.name], f.want); e != nil {
-			errs = append(errs, e)
-		}
-	}
-	if len(errs) > 0 {
+	if errs := checkTypeMeta(top["apiVersion"], top["kind"]); len(errs) > 0 {
 		return sp, errs, false
 	}
 
@@ -225,49 +212,49 @@ func decode(c chunk, node *yaml.Node) (sp SandboxPolicy, errs field.ErrorList, d
 	return sp, errs, true
 }
 
-// withoutEchoes leaves out of errs those an unknown field of unknown
-// causes: at the object that holds it (spec.match is required when its one
-// field is misspelled) or at the field it was meant to be.
+// withoutEchoes leaves out of errs (which it reuses) those an unknown field
+// of unknown causes: at the object that holds it (spec.match is required
+// when its one field is misspelled) or at the field it was meant to be.
 func withoutEchoes(errs, unknown field.ErrorList) field.ErrorList {
-	var out field.ErrorList
-	for _, e := range errs {
-		echo := false
-		for _, u := range unknown {
-			parent, _, _ := cutLast(u.Field)
+	return slices.DeleteFunc(errs, func(e *field.Error) bool {
+		return slices.ContainsFunc(unknown, func(u *field.Error) bool {
+			parent, _ := cutLast(u.Field)
 			meant := ""
 			if _, near, ok := strings.Cut(u.Detail, `did you mean "`); ok {
 				meant = parent + "." + strings.TrimSuffix(near, `"?`)
 			}
-			if e.Field == parent || e.Field == meant || strings.HasPrefix(e.Field, meant+".") {
-				echo = true
-				break
-			}
-		}
-		if !echo {
-			out = append(out, e)
-		}
-	}
-	return out
+			return e.Field == parent || e.Field == meant || strings.HasPrefix(e.Field, meant+".")
+		})
+	})
 }
 
 // cutLast splits a field path at its last dot.
-func cutLast(path string) (parent, key string, ok bool) {
+func cutLast(path string) (parent, key string) {
 	i := strings.LastIndex(path, ".")
 	if i < 0 {
-		return "", path, false
+		return "", path
 	}
-	return path[:i], path[i+1:], true
+	return path[:i], path[i+1:]
 }
 
-// checkConstant checks a field that has exactly one allowed value.
-func checkConstant(fld *field.Path, got any, want string) *field.Error {
-	switch got {
-	case want:
-		return nil
-	case nil, "":
-		return field.Required(fld, fmt.Sprintf("must be %q", want))
+// checkTypeMeta checks apiVersion and kind, each of which has exactly one
+// allowed value.
+func checkTypeMeta(apiVersion, kind any) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		got  any
+		want string
+	}{{"apiVersion", apiVersion, APIVersion}, {"kind", kind, Kind}} {
+		switch fld := field.NewPath(f.name); f.got {
+		case f.want:
+		case nil, "":
+			errs = append(errs, field.Required(fld, fmt.Sprintf("must be %q", f.want)))
+		default:
+			errs = append(errs, field.NotSupported(fld, f.got, []string{f.want}))
+		}
 	}
-	return field.NotSupported(fld, got, []string{want})
+	return errs
 }
 
 // duplicateKeys finds keys set twice in one YAML mapping, which JSON
@@ -309,10 +296,7 @@ func duplicateError(p *field.Path, value any, detail string) *field.Error {
 // unknownField reports a field the policy format does not have, with the
 // fields allowed at that place.
 func unknownField(path string) *field.Error {
-	parent, key := "", path
-	if i := strings.LastIndex(path, "."); i >= 0 {
-		parent, key = path[:i], path[i+1:]
-	}
+	parent, key := cutLast(path)
 	detail := "unknown field"
 	names := fieldsAt(parent)
 	if near := Nearest(key, names); near != "" {

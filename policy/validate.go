@@ -16,12 +16,7 @@ import (
 
 // validate checks a defaulted policy. Every message says what is allowed.
 func validate(sp *SandboxPolicy) field.ErrorList {
-	var errs field.ErrorList
-	for _, f := range []struct{ name, got, want string }{{"apiVersion", sp.APIVersion, APIVersion}, {"kind", sp.Kind, Kind}} {
-		if e := checkConstant(field.NewPath(f.name), f.got, f.want); e != nil {
-			errs = append(errs, e)
-		}
-	}
+	errs := checkTypeMeta(sp.APIVersion, sp.Kind)
 	name := field.NewPath("metadata", "name")
 	if sp.Metadata.Name == "" {
 		errs = append(errs, field.Required(name, "a DNS-1123 subdomain such as uv-cache"))
