@@ -83,7 +83,13 @@ func validateMatch(m *Match, fld *field.Path) field.ErrorList {
 	if len(m.Namespaces) == 0 && m.NamespaceSelector == nil && m.PodSelector == nil && len(m.Any) == 0 {
 		errs = append(errs, field.Required(fld, "a policy must say what it is for: set namespaces, namespaceSelector, podSelector and/or any"))
 	}
-	errs = append(errs, validateAny(m.Any, fld.Child("any"))...)
+	for i, b := range m.Any {
+		fld := fld.Child("any").Index(i)
+		if len(b.Namespaces) == 0 && b.NamespaceSelector == nil && b.PodSelector == nil {
+			errs = append(errs, field.Required(fld, "each block must say what it selects: set namespaces, namespaceSelector and/or podSelector"))
+		}
+		errs = append(errs, b.validateSelection(fld)...)
+	}
 	errs = append(errs, MatchBlock{
 		Namespaces: m.Namespaces, ExcludeNamespaces: m.ExcludeNamespaces,
 		NamespaceSelector: m.NamespaceSelector, PodSelector: m.PodSelector, ExcludePodSelector: m.ExcludePodSelector,
@@ -97,6 +103,16 @@ func validateMatch(m *Match, fld *field.Path) field.ErrorList {
 		errs = append(errs, each(validation.IsQualifiedName, o.Annotation, fld.Child("annotation"))...)
 	}
 	return errs
+}
+
+// validateSelection checks the globs and label selectors that a block
+// (and a whole match, which has the same fields) selects pods with.
+func (b MatchBlock) validateSelection(fld *field.Path) field.ErrorList {
+	errs := validateGlobs(b.Namespaces, fld.Child("namespaces"))
+	errs = append(errs, validateGlobs(b.ExcludeNamespaces, fld.Child("excludeNamespaces"))...)
+	errs = append(errs, validateSelector(b.NamespaceSelector, fld.Child("namespaceSelector"))...)
+	errs = append(errs, validateSelector(b.PodSelector, fld.Child("podSelector"))...)
+	return append(errs, validateSelector(b.ExcludePodSelector, fld.Child("excludePodSelector"))...)
 }
 
 // validateGlobs checks names or globs in path.Match syntax.
@@ -309,13 +325,11 @@ func validateAsset(a *Asset, fld *field.Path) field.ErrorList {
 	}
 	if h := a.HostPath; h != nil {
 		fld := fld.Child("hostPath")
-		pe := validateAbsPath(fld.Child("path"), h.Path)
-		if len(pe) == 0 {
-			if why := hostPathRisk(h.Path); why != "" {
-				pe = field.ErrorList{field.Invalid(fld.Child("path"), h.Path, why)}
-			}
+		if pe := validateAbsPath(fld.Child("path"), h.Path); len(pe) > 0 {
+			errs = append(errs, pe...)
+		} else if why := hostPathRisk(h.Path); why != "" {
+			errs = append(errs, field.Invalid(fld.Child("path"), h.Path, why))
 		}
-		errs = append(errs, pe...)
 		errs = append(errs, oneOf(fld.Child("type"), h.Type, "Directory", "File")...)
 	}
 	if img := a.Image; img != nil {
@@ -373,14 +387,6 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 	return append(errs, oneOf(fld.Child("level"), m.Level, levels...)...)
 }
 
-func parseQuantity(fld *field.Path, s string) (resource.Quantity, *field.Error) {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return q, field.Invalid(fld, s, "must be a quantity such as 1Gi")
-	}
-	return q, nil
-}
-
 // maxBytes bounds every byte quantity of a policy: no node has more memory
 // or disk, and anything larger would clamp silently to the largest int64
 // once the apiserver or the kubelet reads it as bytes.
@@ -389,10 +395,12 @@ var maxBytes = resource.MustParse("1Pi")
 // parseBytes parses a byte quantity: a whole number of bytes, at most
 // maxBytes. The sign is left to the caller.
 func parseBytes(fld *field.Path, s string) (resource.Quantity, *field.Error) {
-	q, e := parseQuantity(fld, s)
+	q, err := resource.ParseQuantity(s)
 	switch {
-	case e != nil || q.Sign() < 0:
-		return q, e
+	case err != nil:
+		return q, field.Invalid(fld, s, "must be a quantity such as 1Gi")
+	case q.Sign() < 0:
+		return q, nil
 	case q.Cmp(maxBytes) > 0:
 		return q, field.Invalid(fld, s, "must be at most 1Pi: no node has more memory or disk")
 	}
