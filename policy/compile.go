@@ -20,7 +20,11 @@ const hashLen = 12
 func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 	// A JSON round trip deep-copies sp, so defaulting cannot write into
 	// the caller's slices.
-	sp, err := roundTrip(sp)
+	raw, err := json.Marshal(sp)
+	if err == nil {
+		sp = SandboxPolicy{}
+		err = json.Unmarshal(raw, &sp)
+	}
 	if err != nil {
 		return nil, field.ErrorList{documentError(err.Error())}
 	}
@@ -90,15 +94,6 @@ func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 	return p, nil
 }
 
-func roundTrip(sp SandboxPolicy) (SandboxPolicy, error) {
-	var out SandboxPolicy
-	raw, err := json.Marshal(sp)
-	if err == nil {
-		err = json.Unmarshal(raw, &out)
-	}
-	return out, err
-}
-
 // setDefaults fills in the documented defaults.
 func setDefaults(sp *SandboxPolicy) {
 	s := &sp.Spec
@@ -112,8 +107,7 @@ func setDefaults(sp *SandboxPolicy) {
 		s.Containers.Include = []string{"*"}
 	}
 	if s.Containers.InitContainers == nil {
-		yes := true
-		s.Containers.InitContainers = &yes
+		s.Containers.InitContainers = new(true)
 	}
 	for i := range s.Env {
 		if s.Env[i].OnConflict == "" {

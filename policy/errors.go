@@ -25,18 +25,14 @@ type Problem struct {
 //	examples/x.yaml#2 (uv-cache): spec.caches[0].sizeLimit: Invalid value: "1 Gi": must be a quantity such as 1Gi
 //	examples/y.yaml: invalid YAML: line 7: did not find expected key
 func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.Source)
+	s := p.Source
 	if p.Policy != "" {
-		b.WriteString(" (" + p.Policy + ")")
+		s += " (" + p.Policy + ")"
 	}
-	b.WriteString(": ")
 	if p.Err.Field == "" {
-		b.WriteString(p.Err.Detail) // a problem with the whole document
-	} else {
-		b.WriteString(p.Err.Error())
+		return s + ": " + p.Err.Detail // a problem with the whole document
 	}
-	return b.String()
+	return s + ": " + p.Err.Error()
 }
 
 // Error is every problem found while loading or compiling policies. Load,
