@@ -221,8 +221,8 @@ func (a *applier) foreign(item string, want corev1.Volume, present bool, foreign
 		// whatever is injected now, and dropping the volume would take it
 		// from the containers that mount it as the policy says too. The
 		// pod is refused.
-		a.deny(item, fmt.Sprintf("%s mounts hostPath volume %q %s; the policy mounts host path %q only %s, whole and without propagation, "+
-			"and the pod would run with it mounted otherwise", foreign.who(), want.Name, foreign.how(), want.HostPath.Path, how))
+		a.deny(item, fmt.Sprintf("%s %q mounts hostPath volume %q %s; the policy mounts host path %q only %s, whole and without propagation, "+
+			"and the pod would run with it mounted otherwise", foreign.kind, foreign.container, want.Name, foreign.how(), want.HostPath.Path, how))
 	default:
 		// An emptyDir or image volume the pod has: the foreign mount
 		// reaches it whatever is injected now, and it is no host path.
@@ -315,9 +315,6 @@ func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) *foreig
 	return nil
 }
 
-// who names the container: container "late-sidecar".
-func (r *foreignRef) who() string { return fmt.Sprintf("%s %q", r.kind, r.container) }
-
 // how says how it refers to the volume: writable at "/data", with a
 // subPath, as a block device.
 func (r *foreignRef) how() string {
@@ -386,15 +383,6 @@ func normMountPath(p string) (norm string, ok bool) {
 	return "/" + strings.Join(parts, "/"), true
 }
 
-func mountAt(c *corev1.Container, mountPath string) *corev1.VolumeMount {
-	for i := range c.VolumeMounts {
-		if c.VolumeMounts[i].MountPath == mountPath {
-			return &c.VolumeMounts[i]
-		}
-	}
-	return nil
-}
-
 func (a *applier) env(e policy.EnvVar, sel []target) {
 	item := "env/" + e.Name
 	if owner, ok := a.claims[item]; ok {
@@ -408,13 +396,7 @@ func (a *applier) env(e policy.EnvVar, sel []target) {
 	}
 	for _, t := range sel {
 		c := t.c
-		idx := -1
-		for i := range c.Env {
-			if c.Env[i].Name == e.Name {
-				idx = i
-				break
-			}
-		}
+		idx := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name })
 		switch {
 		case idx < 0:
 			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
@@ -434,15 +416,9 @@ func (a *applier) env(e policy.EnvVar, sel []target) {
 
 func (a *applier) memory(sel []target) {
 	dropped := a.podLvl == PodLevelDropped
-	switch a.p.Spec.Memory.Level {
-	case policy.LevelContainer:
+	if lvl := a.p.Spec.Memory.Level; lvl == policy.LevelContainer || lvl == policy.LevelAuto && dropped {
 		a.containerMemory(sel)
 		return
-	case policy.LevelAuto:
-		if dropped {
-			a.containerMemory(sel)
-			return
-		}
 	}
 	const item = "memory/pod"
 	if owner, ok := a.claims["memory"]; ok {
@@ -627,10 +603,14 @@ func (a *applier) keeps(volume string) bool {
 	return false
 }
 
+// mountsAt reports whether an init or app container's first mount at
+// mountPath is of volume.
 func mountsAt(pod *corev1.Pod, volume, mountPath string) bool {
+	at := func(m corev1.VolumeMount) bool { return m.MountPath == mountPath }
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
-			if m := mountAt(&cs[i], mountPath); m != nil && m.Name == volume {
+			ms := cs[i].VolumeMounts
+			if j := slices.IndexFunc(ms, at); j >= 0 && ms[j].Name == volume {
 				return true
 			}
 		}
@@ -673,10 +653,7 @@ func (a *applier) warn(format string, args ...any) {
 		return
 	}
 	msg := fmt.Sprintf("sandbox-webhook: policy %q: ", a.p.Name()) + fmt.Sprintf(format, args...)
-	for _, w := range a.res.Warnings {
-		if w == msg {
-			return
-		}
+	if !slices.Contains(a.res.Warnings, msg) {
+		a.res.Warnings = append(a.res.Warnings, msg)
 	}
-	a.res.Warnings = append(a.res.Warnings, msg)
 }

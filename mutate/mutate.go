@@ -2,8 +2,9 @@ package mutate
 
 import (
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,20 +49,18 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 	var converters []*applier
 	for _, p := range set.Policies {
 		mode := opts.LeakMitigation.Mode(p)
-		pr := PolicyResult{
+		reason := match(p, pod, ns)
+		res.Policies = append(res.Policies, PolicyResult{
 			Policy:      p.Name(),
 			Hash:        p.Hash,
+			Matched:     reason.Matched(),
+			Reason:      reason,
 			Enforcement: p.Spec.Enforcement,
 			Mode:        mode,
-		}
-		reason := match(p, pod, ns)
-		pr.Reason = reason
+		})
 		if !reason.Matched() {
-			res.Policies = append(res.Policies, pr)
 			continue
 		}
-		pr.Matched = true
-		res.Policies = append(res.Policies, pr)
 
 		if out == nil {
 			out = writable(pod)
@@ -76,17 +75,14 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 			shadow: shadow,
 			podLvl: opts.PodLevelResources,
 			imgVol: opts.ImageVolumes,
+			pod:    out,
+			claims: claims,
+			st:     st,
 		}
 		if shadow {
 			// Compute on a scratch copy with scratch claims: shadow
 			// policies report what they would do and change nothing.
-			a.pod = out.DeepCopy()
-			a.claims = copyClaims(claims)
-			a.st = &status{}
-		} else {
-			a.pod = out
-			a.claims = claims
-			a.st = st
+			a.pod, a.claims, a.st = out.DeepCopy(), maps.Clone(claims), &status{}
 		}
 		a.apply()
 		if mode == policy.ModeDisk {
@@ -105,9 +101,8 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result 
 	}
 	if prev != nil {
 		st.carryConversions(prev, out)
-	} else {
-		sort.Strings(st.Converted)
 	}
+	slices.Sort(st.Converted)
 	if st.write(out) || st.dirty {
 		res.Pod = out
 		res.Changed = true
@@ -120,10 +115,8 @@ func skipPod(pod *corev1.Pod, ns Namespace, opts Options) string {
 	if ns.Name == "kube-system" {
 		return "namespace kube-system is never mutated"
 	}
-	for _, n := range opts.ExcludeNamespaces {
-		if n == ns.Name {
-			return fmt.Sprintf("namespace %s is excluded (--exclude-namespace)", ns.Name)
-		}
+	if slices.Contains(opts.ExcludeNamespaces, ns.Name) {
+		return fmt.Sprintf("namespace %s is excluded (--exclude-namespace)", ns.Name)
 	}
 	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
 		return "Windows pods are not mutated: the caches, env and pod-level resources are Linux-only"
@@ -213,12 +206,4 @@ func firstGlob(patterns []string, name string) string {
 		}
 	}
 	return ""
-}
-
-func copyClaims(c map[string]string) map[string]string {
-	out := make(map[string]string, len(c))
-	for k, v := range c {
-		out[k] = v
-	}
-	return out
 }

@@ -32,19 +32,14 @@ func writable(pod *corev1.Pod) *corev1.Pod {
 	out := *pod
 	out.Annotations = maps.Clone(pod.Annotations)
 	out.Spec.Volumes = slices.Clone(pod.Spec.Volumes)
-	if r := pod.Spec.Resources; r != nil {
-		out.Spec.Resources = r.DeepCopy()
-	}
+	out.Spec.Resources = pod.Spec.Resources.DeepCopy() // nil stays nil
 	out.Spec.InitContainers = writableContainers(pod.Spec.InitContainers)
 	out.Spec.Containers = writableContainers(pod.Spec.Containers)
 	return &out
 }
 
 func writableContainers(cs []corev1.Container) []corev1.Container {
-	if cs == nil {
-		return nil
-	}
-	out := slices.Clone(cs)
+	out := slices.Clone(cs) // nil stays nil
 	for i := range out {
 		c := &out[i]
 		c.Env = slices.Clone(c.Env)

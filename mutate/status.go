@@ -2,7 +2,7 @@ package mutate
 
 import (
 	"encoding/json"
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -53,24 +53,14 @@ func readStatus(pod *corev1.Pod) *status {
 // carryConversions keeps volumes an earlier pass converted in the record, so
 // the annotation stays the same on reinvocation.
 func (st *status) carryConversions(prev *status, pod *corev1.Pod) {
-	seen := map[string]bool{}
-	for _, n := range st.Converted {
-		seen[n] = true
-	}
 	for _, n := range prev.Converted {
-		if seen[n] {
-			continue
+		onDisk := func(v corev1.Volume) bool {
+			return v.Name == n && v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory
 		}
-		for i := range pod.Spec.Volumes {
-			v := &pod.Spec.Volumes[i]
-			if v.Name == n && v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory {
-				st.Converted = append(st.Converted, n)
-				seen[n] = true
-				break
-			}
+		if !slices.Contains(st.Converted, n) && slices.ContainsFunc(pod.Spec.Volumes, onDisk) {
+			st.Converted = append(st.Converted, n)
 		}
 	}
-	sort.Strings(st.Converted)
 }
 
 // write sets the annotation on pod and reports whether it changed.
