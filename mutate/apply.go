@@ -237,21 +237,15 @@ func (a *applier) foreign(item string, want corev1.Volume, present bool, foreign
 // ephemeral containers.)
 func (a *applier) unmount(name string) {
 	isName := func(m corev1.VolumeMount) bool { return m.Name == name }
-	spec := &a.pod.Spec
-	for i := range spec.InitContainers {
-		a.deleteMounts(&spec.InitContainers[i].VolumeMounts, isName)
-	}
-	for i := range spec.Containers {
-		a.deleteMounts(&spec.Containers[i].VolumeMounts, isName)
-	}
-}
-
-func (a *applier) deleteMounts(ms *[]corev1.VolumeMount, del func(corev1.VolumeMount) bool) {
-	if slices.ContainsFunc(*ms, del) {
-		if *ms = slices.DeleteFunc(slices.Clone(*ms), del); len(*ms) == 0 {
-			*ms = nil // as the pod would be without them: no empty list
+	for _, cs := range [][]corev1.Container{a.pod.Spec.InitContainers, a.pod.Spec.Containers} {
+		for i := range cs {
+			if ms := &cs[i].VolumeMounts; slices.ContainsFunc(*ms, isName) {
+				if *ms = slices.DeleteFunc(slices.Clone(*ms), isName); len(*ms) == 0 {
+					*ms = nil // as the pod would be without them: no empty list
+				}
+				a.st.dirty = true
+			}
 		}
-		a.st.dirty = true
 	}
 }
 

@@ -267,10 +267,7 @@ func duplicateKeys(n *yaml.Node, p *field.Path, offset int) field.ErrorList {
 		lines := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			kp := field.NewPath(k.Value)
-			if p != nil {
-				kp = p.Child(k.Value)
-			}
+			kp := p.Child(k.Value) // a root path when p is nil
 			if first, dup := lines[k.Value]; dup {
 				detail := fmt.Sprintf("key set on lines %d and %d; set it once", first, offset+k.Line)
 				errs = append(errs, duplicateError(kp, field.OmitValueType{}, detail))
