@@ -586,15 +586,9 @@ func (a *applier) convert() {
 }
 
 func (a *applier) keeps(volume string) bool {
-	for _, ref := range a.p.Spec.KeepMemoryVolumes {
-		if ref.Name != "" && ref.Name == volume {
-			return true
-		}
-		if ref.MountPath != "" && mountsAt(a.pod, volume, ref.MountPath) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.p.Spec.KeepMemoryVolumes, func(ref policy.VolumeRef) bool {
+		return ref.Name != "" && ref.Name == volume || ref.MountPath != "" && mountsAt(a.pod, volume, ref.MountPath)
+	})
 }
 
 // mountsAt reports whether an init or app container's first mount at

@@ -20,14 +20,9 @@ import (
 // convergent: when another webhook adds a container and the apiserver
 // reinvokes the webhook, that container receives its mounts and env and the
 // pod-level memory is recomputed, without anything else changing.
-func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result {
-	res := apply(pod, ns, set, opts)
-	res.Warnings = clientWarnings(res.Warnings)
-	return res
-}
-
-func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) Result {
-	res := Result{Pod: pod}
+func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Result) {
+	res.Pod = pod
+	defer func() { res.Warnings = clientWarnings(res.Warnings) }()
 	if reason := skipPod(pod, ns, opts); reason != "" {
 		res.PodSkipped = reason
 		return res

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,10 +47,7 @@ func AllowHostPaths(set *Set, allowed []string) error {
 
 // under reports whether p is or lies under one of dirs.
 func under(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(dirs, func(d string) bool {
+		return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/")
+	})
 }
