@@ -275,38 +275,41 @@ type foreignRef struct {
 	mount           *corev1.VolumeMount // nil for a device
 }
 
-func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) *foreignRef {
-	spec := &pod.Spec
-	find := func(kind, container string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) *foreignRef {
+func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) (found *foreignRef) {
+	eachContainer(&pod.Spec, func(kind, container string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
 		for i := range mounts {
 			if m := &mounts[i]; m.Name == name && !policyMount(m, name, mountPath, readOnly) {
-				return &foreignRef{kind: kind, container: container, mount: m}
+				found = &foreignRef{kind: kind, container: container, mount: m}
+				return false
 			}
 		}
-		for i := range devices {
-			if devices[i].Name == name {
-				return &foreignRef{kind: kind, container: container}
-			}
+		if slices.ContainsFunc(devices, func(d corev1.VolumeDevice) bool { return d.Name == name }) {
+			found = &foreignRef{kind: kind, container: container}
 		}
-		return nil
-	}
+		return found == nil
+	})
+	return found
+}
+
+// eachContainer calls f with the volume references of every container of
+// spec, of any kind, in pod order (init, app, then ephemeral containers),
+// until f returns false.
+func eachContainer(spec *corev1.PodSpec, f func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool) {
 	for i := range spec.InitContainers {
-		if r := find("init container", spec.InitContainers[i].Name, spec.InitContainers[i].VolumeMounts, spec.InitContainers[i].VolumeDevices); r != nil {
-			return r
+		if c := &spec.InitContainers[i]; !f("init container", c.Name, c.VolumeMounts, c.VolumeDevices) {
+			return
 		}
 	}
 	for i := range spec.Containers {
-		if r := find("container", spec.Containers[i].Name, spec.Containers[i].VolumeMounts, spec.Containers[i].VolumeDevices); r != nil {
-			return r
+		if c := &spec.Containers[i]; !f("container", c.Name, c.VolumeMounts, c.VolumeDevices) {
+			return
 		}
 	}
 	for i := range spec.EphemeralContainers {
-		c := &spec.EphemeralContainers[i]
-		if r := find("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices); r != nil {
-			return r
+		if c := &spec.EphemeralContainers[i]; !f("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices) {
+			return
 		}
 	}
-	return nil
 }
 
 // how says how it refers to the volume: writable at "/data", with a

@@ -71,7 +71,7 @@ func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 		declared[spec.Volumes[i].Name] = true
 	}
 	var out []string
-	check := func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) {
+	eachContainer(spec, func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
 		for i := range mounts {
 			if !declared[mounts[i].Name] {
 				out = append(out, fmt.Sprintf("%s %q mounts volume %q, which the pod does not declare", kind, name, mounts[i].Name))
@@ -82,18 +82,7 @@ func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 				out = append(out, fmt.Sprintf("%s %q uses volume %q as a device, which the pod does not declare", kind, name, devices[i].Name))
 			}
 		}
-	}
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		check("init container", c.Name, c.VolumeMounts, c.VolumeDevices)
-	}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		check("container", c.Name, c.VolumeMounts, c.VolumeDevices)
-	}
-	for i := range spec.EphemeralContainers {
-		c := &spec.EphemeralContainers[i]
-		check("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices)
-	}
+		return true
+	})
 	return out
 }
