@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -97,12 +98,8 @@ func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 // setDefaults fills in the documented defaults.
 func setDefaults(sp *SandboxPolicy) {
 	s := &sp.Spec
-	if s.Enforcement == "" {
-		s.Enforcement = Enforce
-	}
-	if s.Mode == "" {
-		s.Mode = ModeMemory
-	}
+	s.Enforcement = cmp.Or(s.Enforcement, Enforce)
+	s.Mode = cmp.Or(s.Mode, ModeMemory)
 	if len(s.Containers.Include) == 0 {
 		s.Containers.Include = []string{"*"}
 	}
@@ -110,9 +107,7 @@ func setDefaults(sp *SandboxPolicy) {
 		s.Containers.InitContainers = new(true)
 	}
 	for i := range s.Env {
-		if s.Env[i].OnConflict == "" {
-			s.Env[i].OnConflict = Keep
-		}
+		s.Env[i].OnConflict = cmp.Or(s.Env[i].OnConflict, Keep)
 	}
 	if s.Memory != nil && s.Memory.Level == "" {
 		s.Memory.Level = LevelPod
