@@ -622,12 +622,10 @@ func (a *applier) deny(item, reason string) {
 		return
 	}
 	a.skip(item, "the pod is refused: "+reason, false)
-	msg := fmt.Sprintf("sandbox-webhook: policy %q: %s", a.p.Name(), reason)
-	if a.res.Denied == "" {
-		a.res.Denied = msg
-	} else {
-		a.res.Denied += "; " + msg
+	if a.res.Denied != "" {
+		a.res.Denied += "; "
 	}
+	a.res.Denied += fmt.Sprintf("sandbox-webhook: policy %q: %s", a.p.Name(), reason)
 }
 
 func (a *applier) skip(item, reason string, warn bool) {

@@ -123,11 +123,10 @@ func skipPod(pod *corev1.Pod, ns Namespace, opts Options) string {
 // Matched, naming the match.any block that selected the pod if any. Nothing
 // is formatted here: see MatchReason.
 func match(p *policy.Policy, pod *corev1.Pod, ns Namespace) MatchReason {
-	m := &p.Spec.Match
 	if r := matchBlock(p, 0, pod, ns); !r.Matched() {
 		return r
 	}
-	if o := m.OptOut; o != nil {
+	if o := p.Spec.Match.OptOut; o != nil {
 		if o.Label != "" && pod.Labels[o.Label] == "true" {
 			return MatchReason{kind: optOutLabel, p: p}
 		}
