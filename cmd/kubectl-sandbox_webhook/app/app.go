@@ -31,7 +31,6 @@ cluster and exports them to MutatingAdmissionPolicies.
 Try a policy offline before installing it:
   kubectl-sandbox_webhook dry-run --policy examples/policies/memory -f examples/pods/sandbox.yaml`,
 	}
-	setPluginName(root, os.Args[0])
 	root.AddCommand(
 		dryrun.NewCommand(streams),
 		validate.NewCommand(streams),
@@ -40,6 +39,8 @@ Try a policy offline before installing it:
 		exportmap.NewCommand(),
 		command.NewVersionCommand(streams),
 	)
+	// After the subcommands are added: their examples are renamed too.
+	setPluginName(root, os.Args[0])
 	command.Prepare(root, streams)
 	return root
 }

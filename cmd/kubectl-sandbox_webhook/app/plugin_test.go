@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -22,9 +23,13 @@ func TestPluginName(t *testing.T) {
 		}
 	}
 
+	// As kubectl runs the plugin: the name is the command's own doing,
+	// every subcommand's included.
+	argv0 := os.Args[0]
+	os.Args[0] = "/usr/local/bin/kubectl-sandbox_webhook"
+	defer func() { os.Args[0] = argv0 }()
 	var out bytes.Buffer
 	root := NewCommand(command.IOStreams{Out: &out, ErrOut: &out})
-	setPluginName(root, "/usr/local/bin/kubectl-sandbox_webhook")
 	root.SetArgs([]string{"check", "--help"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
