@@ -118,24 +118,20 @@ func Review(pod []byte) []byte {
 			RequestResource: &metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 			Namespace:       Namespace,
 			Operation:       admissionv1.Create,
-			UserInfo:        authnUser(),
-			Object:          k8sruntime.RawExtension{Raw: pod},
-			DryRun:          new(bool),
-			Options:         k8sruntime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"harbor"}`)},
+			UserInfo: authenticationv1.UserInfo{
+				Username: "system:serviceaccount:harbor:trainer",
+				UID:      "5a1c3e0f-0000-4000-8000-0000000000aa",
+				Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:harbor", "system:authenticated"},
+			},
+			Object:  k8sruntime.RawExtension{Raw: pod},
+			DryRun:  new(bool),
+			Options: k8sruntime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"harbor"}`)},
 		},
 	})
 	if err != nil {
 		panic(fmt.Sprintf("benchdata: encoding a review: %v", err))
 	}
 	return b
-}
-
-func authnUser() authenticationv1.UserInfo {
-	return authenticationv1.UserInfo{
-		Username: "system:serviceaccount:harbor:trainer",
-		UID:      "5a1c3e0f-0000-4000-8000-0000000000aa",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:harbor", "system:authenticated"},
-	}
 }
 
 // OtherPolicies returns n SandboxPolicy documents (YAML) that never select
@@ -179,21 +175,8 @@ func PolicySet(n int) (*policy.Set, error) {
 // WritePolicies writes the policy files of PolicySet(n) into dir, for a
 // server's --policy flag.
 func WritePolicies(dir string, n int) error {
-	seed, err := os.ReadDir(filepath.Join(Root(), SeedPolicies))
-	if err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(Root(), SeedPolicies))); err != nil {
 		return err
-	}
-	for _, e := range seed {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(Root(), SeedPolicies, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			return err
-		}
 	}
 	if n <= 1 {
 		return nil
