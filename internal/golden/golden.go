@@ -11,6 +11,7 @@ package golden
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -187,9 +188,7 @@ func NamespaceLabels(t testing.TB) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, ns := range list.Items {
 		labels := map[string]string{"kubernetes.io/metadata.name": ns.Name}
-		for k, v := range ns.Labels {
-			labels[k] = v
-		}
+		maps.Copy(labels, ns.Labels)
 		out[ns.Name] = labels
 	}
 	return out
