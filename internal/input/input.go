@@ -135,6 +135,16 @@ func ReadStream(source string, r io.Reader, v Visitor) error {
 	}
 }
 
+// readFile reads the file name with ReadStream.
+func readFile(name string, v Visitor) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return ReadStream(name, f, v)
+}
+
 // errTooLarge says that one object exceeds MaxObjectBytes.
 func errTooLarge(pos Position) error {
 	return fmt.Errorf("%s: larger than %d MiB: an object the apiserver could store is far smaller (split a List's items across documents or files if they are genuinely this large)", pos, MaxObjectBytes>>20)
@@ -828,13 +838,8 @@ func ReadOneObject(name string) (map[string]any, error) {
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory; this takes one file holding one object (dry-run -f takes directories)", name)
 	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var s singleObject
-	if err := ReadStream(name, f, &s); err != nil {
+	if err := readFile(name, &s); err != nil {
 		return nil, err
 	}
 	switch {

@@ -2,7 +2,6 @@ package input
 
 import (
 	"encoding/json"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -20,20 +19,11 @@ func LoadNamespaces(path string) (map[string]map[string]string, error) {
 		return nil, err
 	}
 	for _, name := range files {
-		if err := readNamespaces(name, out); err != nil {
+		if err := readFile(name, namespaceCollector(out)); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-func readNamespaces(name string, out map[string]map[string]string) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return ReadStream(name, f, namespaceCollector(out))
 }
 
 // namespaceCollector is a visitor that records the labels of every
