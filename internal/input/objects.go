@@ -69,10 +69,10 @@ func Classify(doc map[string]any) Object {
 	return o
 }
 
-// hasPod reports whether the object carries a pod or a pod template.
+// HasPod reports whether the object carries a pod or a pod template.
 func (o Object) HasPod() bool { return o.IsPod || o.Template != nil }
 
-// podValue returns the pod to mutate: the object itself for a Pod, a Pod
+// PodValue returns the pod to mutate: the object itself for a Pod, a Pod
 // built from metadata and spec of the template for a workload.
 func (o Object) PodValue() map[string]any {
 	if o.IsPod {
@@ -88,12 +88,12 @@ func (o Object) PodValue() map[string]any {
 	return pod
 }
 
-// podJSON returns podValue as JSON.
+// PodJSON returns PodValue as JSON.
 func (o Object) PodJSON() ([]byte, error) {
 	return json.Marshal(o.PodValue())
 }
 
-// patchBase returns what mutate.Patch is to diff the mutated pod against:
+// PatchBase returns what mutate.Patch is to diff the mutated pod against:
 // the typed encoding of pod when it holds exactly what raw holds, else raw.
 // The apiserver encodes every pod it stores that way, so a kubectl get
 // dump's pods differ from it only in the order of their keys, which the
@@ -246,7 +246,7 @@ func GenericOps(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
 	return out, nil
 }
 
-// podMap returns the map the pod's JSONPatch applies to: the object itself
+// PodMap returns the map the pod's JSONPatch applies to: the object itself
 // for a Pod, the template (its metadata and spec) for a workload.
 func (o Object) PodMap() map[string]any {
 	if o.IsPod {
@@ -255,7 +255,7 @@ func (o Object) PodMap() map[string]any {
 	return o.Template
 }
 
-// fieldPath rewrites a strict decoding error of the pod (unknown field
+// FieldPath rewrites a strict decoding error of the pod (unknown field
 // "spec.x") to name the field inside the object (unknown field
 // "spec.template.spec.x" in a Deployment).
 func (o Object) FieldPath(msg string) string {
