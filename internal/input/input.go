@@ -344,9 +344,6 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 	if err != nil {
 		return false, err
 	}
-	if headDoc == nil {
-		headDoc = map[string]any{}
-	}
 	if err := y.v.ListStart(pos, headDoc); err != nil {
 		return false, err
 	}
@@ -390,9 +387,6 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 			tailDoc, err := parseYAMLObject(pos, tail)
 			if err != nil {
 				return false, err
-			}
-			if tailDoc == nil {
-				tailDoc = map[string]any{}
 			}
 			return !eof, y.v.ListEnd(pos, tailDoc)
 		}
@@ -599,11 +593,14 @@ func validUTF8(s string) string {
 }
 
 // parseYAMLObject parses the text around a List's items: an object, or
-// nothing.
+// nothing (an empty object).
 func parseYAMLObject(pos Position, text []byte) (map[string]any, error) {
 	v, err := ParseYAML(pos, text)
-	if err != nil || v == nil {
+	if err != nil {
 		return nil, err
+	}
+	if v == nil {
+		return map[string]any{}, nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
