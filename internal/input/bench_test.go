@@ -1,0 +1,86 @@
+package input
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"gomodules.xyz/jsonpatch/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+)
+
+// discard is a Visitor that drops what it is handed.
+type discard struct{}
+
+func (discard) Object(Position, map[string]any) error    { return nil }
+func (discard) ListStart(Position, map[string]any) error { return nil }
+func (discard) ListItem(Position, any) error             { return nil }
+func (discard) ListEnd(Position, map[string]any) error   { return nil }
+
+// benchList is a List of n typical pods, as kubectl get -o yaml (or -o
+// json) prints it.
+func benchList(b *testing.B, n int, asJSON bool) []byte {
+	b.Helper()
+	items := make([]any, n)
+	for i := range items {
+		items[i] = benchdata.TypicalPod()
+	}
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": items, "metadata": map[string]any{"resourceVersion": ""}}
+	out, err := json.Marshal(list)
+	if !asJSON && err == nil {
+		out, err = yaml.Marshal(list)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkReadStream reads a List of 100 typical pods item by item, as
+// dry-run reads kubectl get's output.
+func BenchmarkReadStream(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		asJSON bool
+	}{{"yaml", false}, {"json", true}} {
+		in := benchList(b, 100, c.asJSON)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if err := ReadStream("bench", bytes.NewReader(in), discard{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyOps applies a patch of the shape the core emits to a typical
+// pod (the patch leaves the pod as large as it was, so it applies again).
+func BenchmarkApplyOps(b *testing.B) {
+	raw, err := json.Marshal(benchdata.TypicalPod())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		b.Fatal(err)
+	}
+	ops, err := GenericOps([]jsonpatch.Operation{
+		{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{"sandbox-webhook.io/policies": "sandbox-seed"}},
+		{Operation: "add", Path: "/spec/containers/0/env/0", Value: map[string]string{"name": "A", "value": "b"}},
+		{Operation: "remove", Path: "/spec/containers/0/env/0"},
+		{Operation: "replace", Path: "/spec/containers/0/resources", Value: map[string]any{"limits": map[string]string{"memory": "4Gi"}}},
+		{Operation: "add", Path: "/spec/volumes/0/emptyDir", Value: map[string]string{"medium": "Memory", "sizeLimit": "1Gi"}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := ApplyOps(doc, PatchOps(ops)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
