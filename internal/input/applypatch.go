@@ -8,48 +8,30 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 )
 
-// patchOp is one JSONPatch operation, its value as encoding/json decodes it.
-type patchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value"`
-}
-
-// PatchOps returns ops, whose values are as encoding/json decodes them
-// (GenericOps), as ApplyOps takes them, without encoding and decoding
-// them again.
-func PatchOps(ops []jsonpatch.Operation) []patchOp {
-	out := make([]patchOp, len(ops))
-	for i, op := range ops {
-		out[i] = patchOp{Op: op.Operation, Path: op.Path, Value: op.Value}
-	}
-	return out
-}
-
 // ApplyOps applies the webhook's JSONPatch operations (add, replace and
 // remove, as the core emits them) to doc in place, as strictly as the
 // apiserver applies them (evanphx/json-patch): an add needs its parent, a
 // replace or remove its target, an array index must be in range. dry-run
 // holds every object as decoded JSON, so patching it there spares encoding
 // the object, parsing it into json-patch's own tree and decoding the result
-// (TestApplyPatch checks the two agree). The operations' values become part
-// of doc.
-func ApplyOps(doc map[string]any, ops []patchOp) error {
+// (TestApplyPatch checks the two agree). The operations' values, as
+// encoding/json decodes them (GenericOps), become part of doc.
+func ApplyOps(doc map[string]any, ops []jsonpatch.Operation) error {
 	for _, op := range ops {
-		switch op.Op {
+		switch op.Operation {
 		case "add", "replace", "remove":
 		default:
-			return fmt.Errorf("%s %s: unsupported operation", op.Op, op.Path)
+			return fmt.Errorf("%s %s: unsupported operation", op.Operation, op.Path)
 		}
 		if !strings.HasPrefix(op.Path, "/") {
-			return fmt.Errorf("%s %q: not a JSON pointer to a member", op.Op, op.Path)
+			return fmt.Errorf("%s %q: not a JSON pointer to a member", op.Operation, op.Path)
 		}
 		tokens := strings.Split(op.Path[1:], "/")
 		for i, t := range tokens {
 			tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
 		}
 		if _, err := applyAt(doc, tokens, op); err != nil {
-			return fmt.Errorf("%s %s: %w", op.Op, op.Path, err)
+			return fmt.Errorf("%s %s: %w", op.Operation, op.Path, err)
 		}
 	}
 	return nil
@@ -57,7 +39,7 @@ func ApplyOps(doc map[string]any, ops []patchOp) error {
 
 // applyAt applies op at tokens below node and returns the node (a new slice
 // when an array changed length).
-func applyAt(node any, tokens []string, op patchOp) (any, error) {
+func applyAt(node any, tokens []string, op jsonpatch.Operation) (any, error) {
 	tok := tokens[0]
 	if len(tokens) > 1 {
 		switch n := node.(type) {
@@ -90,18 +72,18 @@ func applyAt(node any, tokens []string, op patchOp) (any, error) {
 	case map[string]any:
 		_, ok := n[tok]
 		switch {
-		case op.Op == "add":
+		case op.Operation == "add":
 			n[tok] = op.Value
 		case !ok:
 			return nil, fmt.Errorf("missing %q", tok)
-		case op.Op == "replace":
+		case op.Operation == "replace":
 			n[tok] = op.Value
 		default:
 			delete(n, tok)
 		}
 		return n, nil
 	case []any:
-		if op.Op == "add" {
+		if op.Operation == "add" {
 			if tok == "-" {
 				return append(n, op.Value), nil
 			}
@@ -118,7 +100,7 @@ func applyAt(node any, tokens []string, op patchOp) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if op.Op == "replace" {
+		if op.Operation == "replace" {
 			n[i] = op.Value
 			return n, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	gomodules "gomodules.xyz/jsonpatch/v2"
 )
 
 // TestApplyPatch: ApplyPatch, dry-run's in-place patching, gives the document
@@ -57,7 +58,7 @@ func TestApplyPatch(t *testing.T) {
 
 // applyPatch applies an encoded JSONPatch with ApplyOps.
 func applyPatch(doc map[string]any, patch []byte) error {
-	var ops []patchOp
+	var ops []gomodules.Operation
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		return err
 	}

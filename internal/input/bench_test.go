@@ -79,7 +79,7 @@ func BenchmarkApplyOps(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if err := ApplyOps(doc, PatchOps(ops)); err != nil {
+		if err := ApplyOps(doc, ops); err != nil {
 			b.Fatal(err)
 		}
 	}

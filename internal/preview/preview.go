@@ -88,7 +88,7 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if err != nil {
 		return nil, err
 	}
-	if err := input.ApplyOps(obj.PodMap(), input.PatchOps(ops)); err != nil {
+	if err := input.ApplyOps(obj.PodMap(), ops); err != nil {
 		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
 	}
 	p.Changed = true
