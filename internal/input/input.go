@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -450,12 +451,8 @@ func visitDocument(pos Position, doc map[string]any, v Visitor) error {
 		return v.Object(pos, doc)
 	}
 	items := doc["items"].([]any)
-	head := make(map[string]any, len(doc))
-	for k, val := range doc {
-		if k != "items" {
-			head[k] = val
-		}
-	}
+	head := maps.Clone(doc)
+	delete(head, "items")
 	if err := v.ListStart(pos, head); err != nil {
 		return err
 	}
