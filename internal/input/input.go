@@ -154,19 +154,18 @@ func errTooLarge(pos Position) error {
 // lineReader returns the lines of a stream one at a time, and can push one
 // back.
 type lineReader struct {
-	r       *bufio.Reader
-	long    []byte
-	back    []byte
-	hasBack bool
+	r    *bufio.Reader
+	long []byte
+	back []byte // a line pushed back; a line is never empty
 }
 
 // next returns the next line with its "\n" (the last may lack it), valid
 // until the following call; io.EOF at the end. A line longer than limit is
 // errLineTooLong.
 func (l *lineReader) next(limit int) ([]byte, error) {
-	if l.hasBack {
-		l.hasBack = false
-		return l.back, nil
+	if line := l.back; len(line) > 0 {
+		l.back = l.back[:0]
+		return line, nil
 	}
 	line, err := l.r.ReadSlice('\n')
 	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
@@ -193,7 +192,6 @@ func (l *lineReader) next(limit int) ([]byte, error) {
 
 func (l *lineReader) pushBack(line []byte) {
 	l.back = append(l.back[:0], line...)
-	l.hasBack = true
 }
 
 var errLineTooLong = errors.New("line too long")
@@ -400,9 +398,6 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 		case isEntry(line, col):
 			if err := flush(); err != nil {
 				return false, err
-			}
-			if item == nil {
-				item = []byte{}
 			}
 			// The entry's dash becomes a space: the item keeps its
 			// columns, and so reads as it does inside the sequence.
