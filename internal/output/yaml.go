@@ -5,7 +5,9 @@
 package output
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,10 +123,7 @@ func (w *BlockYAML) document(v map[string]any) (ok bool) {
 // mapping writes the keys of m, each on a line at column indent, except
 // the first, which continues the current line at column col (after "- ").
 func (w *BlockYAML) mapping(m map[string]any, indent, col int) bool {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
+	keys := slices.AppendSeq(make([]string, 0, len(m)), maps.Keys(m))
 	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
 	for i, k := range keys {
 		if i > 0 {
