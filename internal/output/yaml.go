@@ -92,7 +92,10 @@ const (
 // the caller must marshal it with go-yaml. The bytes are w's own, valid
 // until its next use.
 func (w *BlockYAML) Document(v map[string]any) ([]byte, bool) {
-	if !w.document(v) {
+	w.buf = w.buf[:0]
+	if len(v) == 0 {
+		w.buf = append(w.buf, "{}\n"...)
+	} else if !w.mapping(v, 0, 0) {
 		return nil, false
 	}
 	return w.buf, true
@@ -107,17 +110,6 @@ func (w *BlockYAML) Item(v any) ([]byte, bool) {
 		return nil, false
 	}
 	return w.buf, true
-}
-
-// document writes v, a map, as a whole document; ok is false when the
-// caller must marshal it with go-yaml (buf is then undefined).
-func (w *BlockYAML) document(v map[string]any) (ok bool) {
-	w.buf = w.buf[:0]
-	if len(v) == 0 {
-		w.buf = append(w.buf, "{}\n"...)
-		return true
-	}
-	return w.mapping(v, 0, 0)
 }
 
 // mapping writes the keys of m, each on a line at column indent, except
