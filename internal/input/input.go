@@ -685,41 +685,30 @@ func (j *jsonReader) value(pos Position) (any, error) {
 	return v, nil
 }
 
-// rest decodes the rest of a value whose first token is tok.
+// rest decodes the rest of a value whose first token, not the "[" of a
+// List's items, is tok.
 func (j *jsonReader) rest(pos Position, tok json.Token) (any, error) {
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return tok, nil
 	}
-	switch d {
-	case '{':
-		m := map[string]any{}
-		for j.dec.More() {
-			k, err := j.token(pos)
-			if err != nil {
-				return nil, err
-			}
-			v, err := j.value(pos)
-			if err != nil {
-				return nil, err
-			}
-			m[k.(string)] = v
-		}
-		_, err := j.token(pos)
-		return m, err
-	case '[':
-		a := []any{}
-		for j.dec.More() {
-			v, err := j.value(pos)
-			if err != nil {
-				return nil, err
-			}
-			a = append(a, v)
-		}
-		_, err := j.token(pos)
-		return a, err
+	if d != '{' {
+		return nil, fmt.Errorf("%s: unexpected %v", pos, d)
 	}
-	return nil, fmt.Errorf("%s: unexpected %v", pos, d)
+	m := map[string]any{}
+	for j.dec.More() {
+		k, err := j.token(pos)
+		if err != nil {
+			return nil, err
+		}
+		v, err := j.value(pos)
+		if err != nil {
+			return nil, err
+		}
+		m[k.(string)] = v
+	}
+	_, err := j.token(pos)
+	return m, err
 }
 
 func (j *jsonReader) document(pos Position) (more bool, err error) {
