@@ -136,8 +136,8 @@ func ReadStream(source string, r io.Reader, v Visitor) error {
 	}
 }
 
-// readFile reads the file name with ReadStream.
-func readFile(name string, v Visitor) error {
+// ReadFile reads the file name with ReadStream.
+func ReadFile(name string, v Visitor) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
@@ -817,7 +817,7 @@ func ReadOneObject(name string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s: is a directory; this takes one file holding one object (dry-run -f takes directories)", name)
 	}
 	var s singleObject
-	if err := readFile(name, &s); err != nil {
+	if err := ReadFile(name, &s); err != nil {
 		return nil, err
 	}
 	switch {

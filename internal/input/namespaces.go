@@ -19,7 +19,7 @@ func LoadNamespaces(path string) (map[string]map[string]string, error) {
 		return nil, err
 	}
 	for _, name := range files {
-		if err := readFile(name, namespaceCollector(out)); err != nil {
+		if err := ReadFile(name, namespaceCollector(out)); err != nil {
 			return nil, err
 		}
 	}

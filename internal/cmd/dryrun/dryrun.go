@@ -185,18 +185,12 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 // readAll streams every input through the pipeline, in order.
 func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 	for _, name := range files {
+		var err error
 		if name == "-" {
-			if err := input.ReadStream("stdin", stdin, p); err != nil {
-				return err
-			}
-			continue
+			err = input.ReadStream("stdin", stdin, p)
+		} else {
+			err = input.ReadFile(name, p)
 		}
-		f, err := os.Open(name)
-		if err != nil {
-			return err
-		}
-		err = input.ReadStream(name, f, p)
-		f.Close()
 		if err != nil {
 			return err
 		}
