@@ -60,13 +60,23 @@ func PatchEncoded(raw []byte, typed bool, original, mutated *corev1.Pod) ([]json
 	return diffPatch(raw, original, mutated)
 }
 
+// maxPooledBuffer is the largest buffer encodeBuffers keeps: many times a
+// sandbox pod's encoding.
+const maxPooledBuffer = 64 << 10
+
 // encodeBuffers recycles the buffers isTypedEncoding encodes into.
 var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // isTypedEncoding reports whether raw is byte for byte the encoding of pod.
 func isTypedEncoding(raw []byte, pod *corev1.Pod) (bool, error) {
 	buf := encodeBuffers.Get().(*bytes.Buffer)
-	defer encodeBuffers.Put(buf)
+	defer func() {
+		// A large pod's buffer is left to the collector: kept in the pool,
+		// it would hold its memory between large reviews.
+		if buf.Cap() <= maxPooledBuffer {
+			encodeBuffers.Put(buf)
+		}
+	}()
 	buf.Reset()
 	if err := json.NewEncoder(buf).Encode(pod); err != nil {
 		return false, fmt.Errorf("encoding the original pod: %w", err)

@@ -49,7 +49,8 @@ func (h *Handler) Review(log logr.Logger) ReviewFunc {
 		}
 		// What the pod asks for is counted before it is decoded: decoding
 		// is where a pod of many small parts takes its memory.
-		if work := workOf(r.Context(), body); work.Excess() != "" {
+		work, body := workOf(r.Context(), body)
+		if work.Excess() != "" {
 			// Beyond the caps (see Work): refused, code 422, before
 			// anything of it is decoded.
 			log.Info("Refused a pod beyond the webhook's caps", "uid", work.UID, "bytes", work.Bytes, "containers", work.Containers,

@@ -9,11 +9,14 @@ import (
 
 // Work is what a review asks the handler to hold while it decodes, mutates
 // and patches the pod: its bytes, and the parts that cost memory out of
-// proportion to their bytes. A container of a few bytes becomes a typed
-// container of about a kilobyte, is copied when mutated, and gets its own
-// patch operations: 75,000 of them in a 3 MB review took 600 MB. Every part
-// of the review's object and old object is counted, a key named twice
-// included.
+// proportion to their bytes. Every JSON value of the review counts (an
+// empty object of three bytes becomes a typed struct, a map when the patch
+// is diffed, perhaps patch operations), and the pod's containers, volumes,
+// mounts and env entries, which the core copies and writes, count again:
+// 75,000 tiny containers in a 3 MB review took 600 MB, a million empty
+// status entries 3.3 GB. The status of the review's object and old object
+// is left out: the handler never reads it, and CountWork records where it
+// is so that StripStatus can take it out before anything is decoded.
 type Work struct {
 	// Bytes is the size of the review.
 	Bytes int64
@@ -25,8 +28,16 @@ type Work struct {
 	Mounts int
 	// Env counts the containers' env and envFrom entries.
 	Env int
+	// Objects counts the review's objects and arrays, and Scalars its
+	// strings, numbers, booleans and nulls (keys not included), outside
+	// the statuses.
+	Objects, Scalars int
 	// UID is the review's request uid, for an answer the API server takes.
 	UID string
+
+	// statuses are the offsets of the object's and old object's status
+	// values in the body, for StripStatus.
+	statuses [][2]int
 }
 
 // The most of each part a pod may have. Kubernetes sets no such limits, but
@@ -44,26 +55,40 @@ const (
 
 // What each part costs to process beyond its bytes, measured as the heap a
 // review of tens of thousands of such parts allocates while it is answered
-// (decoded, mutated, patched), per part, rounded up.
+// (decoded, mutated, patched), per part, rounded up; TestWorkCostBoundsAllocation
+// holds them to it for every array and map of a pod. A part counts as an
+// object or scalar too, so the costs of the four named parts are what they
+// take beyond any object.
 const (
 	costPerContainer = 8 << 10
 	costPerVolume    = 3 << 10
 	costPerMount     = 1536
 	costPerEnv       = 512
+	costPerObject    = 5 << 10
+	costPerScalar    = 1536
+	// costPerByte is what a byte of the review costs besides itself: its
+	// copies in the decoded pod, in the typed encodings and in the generic
+	// documents a patch may be diffed from, and the buffers they grow in.
+	costPerByte = 20
 )
 
 // Cost is the review's bytes plus an upper estimate of the memory its
-// parts take to process beyond their bytes. Decoding and patching a pod of
-// few parts takes two to three times its bytes more, which the server's
-// bound on the bytes it holds bounds already.
+// parts take to process beyond their bytes.
 func (w Work) Cost() int64 {
 	return w.Bytes + w.PartsCost()
 }
 
-// PartsCost is the memory the review's parts take beyond their bytes.
+// PartsCost is the memory processing the review takes beyond its bytes.
 func (w Work) PartsCost() int64 {
 	return int64(w.Containers)*costPerContainer + int64(w.Volumes)*costPerVolume +
-		int64(w.Mounts)*costPerMount + int64(w.Env)*costPerEnv
+		int64(w.Mounts)*costPerMount + int64(w.Env)*costPerEnv +
+		int64(w.Objects)*costPerObject + int64(w.Scalars)*costPerScalar + w.Bytes*costPerByte
+}
+
+// String says what the review holds, for messages.
+func (w Work) String() string {
+	return fmt.Sprintf("%d bytes, %d containers, %d volumes, %d mounts, %d env entries, %d objects and arrays, %d scalars",
+		w.Bytes, w.Containers, w.Volumes, w.Mounts, w.Env, w.Objects, w.Scalars)
 }
 
 // Excess says which part of the pod is beyond its cap, or "".
@@ -105,27 +130,35 @@ func CountWork(body []byte) (w Work) {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return w
 	}
+	w.Objects++
 	s.members(func(key []byte) {
 		if string(key) != "request" || s.b[s.i] != '{' {
-			s.value()
+			s.count(&w)
 			return
 		}
+		w.Objects++
 		s.members(func(key []byte) {
 			switch {
 			case string(key) == "uid" && s.b[s.i] == '"':
 				start := s.i
-				s.value()
+				s.count(&w)
 				_ = json.Unmarshal(s.b[start:s.i], &w.UID)
 			case (string(key) == "object" || string(key) == "oldObject") && s.b[s.i] == '{':
+				w.Objects++
 				s.members(func(key []byte) {
-					if string(key) != "spec" || s.b[s.i] != '{' {
+					switch {
+					case string(key) == "status":
+						start := s.i
 						s.value()
-						return
+						w.statuses = append(w.statuses, [2]int{start, s.i})
+					case string(key) == "spec" && s.b[s.i] == '{':
+						s.countSpec(&w)
+					default:
+						s.count(&w)
 					}
-					s.countSpec(&w)
 				})
 			default:
-				s.value()
+				s.count(&w)
 			}
 		})
 	})
@@ -134,32 +167,57 @@ func CountWork(body []byte) (w Work) {
 
 // countSpec counts the pod spec at s.i.
 func (s *scanner) countSpec(w *Work) {
+	w.Objects++
 	s.members(func(key []byte) {
 		switch string(key) {
 		case "containers", "initContainers", "ephemeralContainers":
-			s.elements(func() {
+			s.elements(w, func() {
 				w.Containers++
 				if s.b[s.i] != '{' {
-					s.value()
+					s.count(w)
 					return
 				}
+				w.Objects++
 				s.members(func(key []byte) {
 					switch string(key) {
 					case "env", "envFrom":
-						w.Env += s.elements(s.value)
+						w.Env += s.elements(w, func() { s.count(w) })
 					case "volumeMounts", "volumeDevices":
-						w.Mounts += s.elements(s.value)
+						w.Mounts += s.elements(w, func() { s.count(w) })
 					default:
-						s.value()
+						s.count(w)
 					}
 				})
 			})
 		case "volumes":
-			w.Volumes += s.elements(s.value)
+			w.Volumes += s.elements(w, func() { s.count(w) })
 		default:
-			s.value()
+			s.count(w)
 		}
 	})
+}
+
+// StripStatus takes the status of the review's object and old object out of
+// body, in place, leaving an empty object where each was, and returns what
+// is left of body. Nothing reads a pod's status: the API server resets it
+// at a CREATE, and an ephemeral container's mounts do not depend on it.
+// Decoding it would cost memory the count leaves out. An empty status, as
+// the API server sends it, stays as it is, so a pod in the typed encoding
+// is still in it.
+func (w *Work) StripStatus(body []byte) []byte {
+	removed := 0
+	for _, st := range w.statuses {
+		start, end := st[0]-removed, st[1]-removed
+		if string(body[start:end]) == "{}" {
+			continue
+		}
+		copy(body[start:], "{}")
+		n := copy(body[start+2:], body[end:])
+		removed += end - start - 2
+		body = body[:start+2+n]
+	}
+	w.statuses = nil
+	return body
 }
 
 // members walks the object at s.i (valid JSON), calling member with each
@@ -177,14 +235,15 @@ func (s *scanner) members(member func(key []byte)) {
 	})
 }
 
-// elements walks the value at s.i (valid JSON): for an array, calls element
-// with the scanner at each element, which element must skip or walk, and
-// returns their number; any other value is skipped and counts 0.
-func (s *scanner) elements(element func()) int {
+// elements walks the value at s.i (valid JSON), counted in w: for an array,
+// calls element with the scanner at each element, which element must walk,
+// and returns their number; any other value counts 0.
+func (s *scanner) elements(w *Work, element func()) int {
 	if s.b[s.i] != '[' {
-		s.value()
+		s.count(w)
 		return 0
 	}
+	w.Objects++
 	s.i++ // '['
 	n := 0
 	for {
@@ -206,17 +265,63 @@ func (s *scanner) elements(element func()) int {
 	}
 }
 
+// count skips the value at s.i, counting its objects, arrays and scalars in
+// w. It keeps no stack, so no nesting makes it use more memory.
+func (s *scanner) count(w *Work) {
+	b := s.b
+	depth := 0
+	for s.i < len(b) {
+		switch c := b[s.i]; c {
+		case '{', '[':
+			w.Objects++
+			depth++
+			s.i++
+			continue
+		case '}', ']':
+			depth--
+			s.i++
+		case ',', ':', ' ', '\t', '\n', '\r':
+			s.i++
+			continue
+		case '"':
+			s.str()
+			j := s.i
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) && b[j] == ':' {
+				continue // a key
+			}
+			w.Scalars++
+		default: // number, true, false, null
+			w.Scalars++
+			for s.i++; s.i < len(b); s.i++ {
+				if c := b[s.i]; c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+					break
+				}
+			}
+		}
+		if depth <= 0 {
+			return
+		}
+	}
+}
+
 type workKey struct{}
 
 // WithWork returns ctx carrying w, the work the server counted in the
-// request's body, so that the handler does not count it again.
+// request's body (whose status it stripped), so that the handler does not
+// count it again.
 func WithWork(ctx context.Context, w Work) context.Context {
 	return context.WithValue(ctx, workKey{}, w)
 }
 
-func workOf(ctx context.Context, body []byte) Work {
+// workOf returns the work the server counted in body, or counts it and
+// strips the statuses itself.
+func workOf(ctx context.Context, body []byte) (Work, []byte) {
 	if w, ok := ctx.Value(workKey{}).(Work); ok {
-		return w
+		return w, body
 	}
-	return CountWork(body)
+	w := CountWork(body)
+	return w, w.StripStatus(body)
 }

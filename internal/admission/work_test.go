@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,10 +51,97 @@ func TestCountWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CountWork([]byte(tc.body))
 			tc.want.Bytes = int64(len(tc.body))
-			if got != tc.want {
+			got.statuses, got.Objects, got.Scalars = nil, 0, 0
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("CountWork = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// countValues counts the objects and arrays, and the scalars, of a decoded
+// JSON value: what CountWork counts of a review, found another way.
+func countValues(v any) (objects, scalars int) {
+	switch v := v.(type) {
+	case map[string]any:
+		objects = 1
+		for _, e := range v {
+			o, s := countValues(e)
+			objects, scalars = objects+o, scalars+s
+		}
+	case []any:
+		objects = 1
+		for _, e := range v {
+			o, s := countValues(e)
+			objects, scalars = objects+o, scalars+s
+		}
+	default:
+		scalars = 1
+	}
+	return objects, scalars
+}
+
+// referenceCount decodes body and counts its values, leaving out the
+// object's and the old object's status, as CountWork does; ok is false
+// when body is not a JSON object without duplicate keys.
+func referenceCount(body []byte) (objects, scalars int, stripped []byte, ok bool) {
+	var review map[string]any
+	if json.Unmarshal(body, &review) != nil {
+		return 0, 0, nil, false
+	}
+	if req, _ := review["request"].(map[string]any); req != nil {
+		for _, k := range []string{"object", "oldObject"} {
+			if obj, _ := req[k].(map[string]any); obj != nil {
+				if _, has := obj["status"]; has {
+					obj["status"] = map[string]any{}
+					objects-- // the empty status the count leaves out
+				}
+			}
+		}
+	}
+	o, s := countValues(review)
+	stripped, _ = json.Marshal(review)
+	return objects + o, scalars + s, stripped, true
+}
+
+// TestCountWorkValues: CountWork counts every object, array and scalar of
+// the review but those in the statuses, as decoding it does, and
+// StripStatus leaves the review without them, and otherwise as it was.
+func TestCountWorkValues(t *testing.T) {
+	for _, body := range []string{
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","args":["x","y",1,true,null]}]},"status":{"conditions":[{},{}],"phase":"Running"}},"oldObject":{"status":{}}}}`,
+		`{"request":{"object":{"status":[1,2,3],"spec":{"x":[[[[]]]],"volumes":[{"name":"v"}]},"status":"twice"}}}`,
+		`{ "request" : { "object" : { "st\u0061tus" : { "a" : [ 1 , 2 ] } , "spec" : { } } } , "x" : "y" }`,
+		`{"request":{"userInfo":{"groups":["a","b"],"extra":{"k":["v"]}},"object":{"kind":"Pod"}}}`,
+	} {
+		got := CountWork([]byte(body))
+		objects, scalars, want, ok := referenceCount([]byte(body))
+		if !ok {
+			t.Fatalf("not a JSON review: %s", body)
+		}
+		if got.Objects != objects || got.Scalars != scalars {
+			t.Errorf("%s: %d objects and arrays, %d scalars; want %d and %d", body, got.Objects, got.Scalars, objects, scalars)
+		}
+		stripped := got.StripStatus([]byte(body))
+		var a, b any
+		if err := json.Unmarshal(stripped, &a); err != nil {
+			t.Errorf("%s: stripped to %s: %v", body, stripped, err)
+			continue
+		}
+		_ = json.Unmarshal(want, &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: stripped to %s, want %s", body, stripped, want)
+		}
+	}
+}
+
+// TestStripStatusKeepsTheTypedEncoding: an empty status stays as it is,
+// so a pod the API server sent stays byte for byte its typed encoding.
+func TestStripStatusKeepsTheTypedEncoding(t *testing.T) {
+	body := reviewBody(t, newRequest(admissionv1.Create, "sandboxes", podJSON(t, "basic")))
+	w := CountWork(slices.Clone(body))
+	if got := w.StripStatus(slices.Clone(body)); !bytes.Equal(got, body) {
+		t.Errorf("StripStatus changed a review whose status is empty:\n%s\n%s", body, got)
 	}
 }
 
@@ -136,6 +225,7 @@ func FuzzCountWork(f *testing.F) {
 		`{"request":{"object":{"spec":{"containers":[{"env":[{}]}]}}}}`,
 		`{"request":{"object":{"spec":{"containers":[}`, `{"request":{"object":{"spec":{"volumes":[1,}]}}}}`,
 		`{"request":{"object":{"spec":{"containers":[{"env":[`, `{"request":`, `{"`, `{`, `[`, ``,
+		`{"request":{"object":{"status":{"a":[1]},"spec":{}},"oldObject":{"status":[]}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -143,6 +233,22 @@ func FuzzCountWork(f *testing.F) {
 		w := CountWork(body)
 		if w.Bytes != int64(len(body)) {
 			t.Errorf("Bytes = %d for %d bytes", w.Bytes, len(body))
+		}
+		objects, scalars, want, ok := referenceCount(body)
+		if !ok {
+			_ = w.StripStatus(slices.Clone(body)) // must not panic
+			return
+		}
+		if w.Objects != objects || w.Scalars != scalars {
+			t.Errorf("%q: %d objects and arrays, %d scalars; want %d and %d", body, w.Objects, w.Scalars, objects, scalars)
+		}
+		var a, b any
+		if err := json.Unmarshal(w.StripStatus(slices.Clone(body)), &a); err != nil {
+			t.Fatalf("%q: stripped, not JSON: %v", body, err)
+		}
+		_ = json.Unmarshal(want, &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%q: stripped differs from the reference", body)
 		}
 	})
 }

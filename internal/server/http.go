@@ -72,10 +72,12 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 		}
 		// What decoding, mutating and patching the pod will hold, beyond
 		// the body, before any of it is decoded. A pod beyond the caps is
-		// refused by review, unprocessed.
+		// refused by review, unprocessed. The statuses, which nothing
+		// reads, are not counted and go before anything decodes them.
 		work := admission.CountWork(body)
+		body = work.StripStatus(body)
 		if extra := work.PartsCost(); extra > 0 && work.Excess() == "" {
-			if !s.budget.fits(n + extra) {
+			if !s.budget.fitsMore(n, extra) {
 				s.tooMuchWork(w, start, work)
 				return
 			}
@@ -83,8 +85,7 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 			releaseMore, err := s.budget.acquireMore(wait, n, extra)
 			cancel()
 			if err != nil {
-				s.busy(w, start, fmt.Sprintf("processing a pod of %d containers, %d volumes, %d mounts and %d env entries (about %d bytes beside its body of %d)",
-					work.Containers, work.Volumes, work.Mounts, work.Env, extra, n))
+				s.busy(w, start, fmt.Sprintf("processing a review of %s (about %d bytes beside its body)", work, extra))
 				return
 			}
 			defer releaseMore()
@@ -97,11 +98,10 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 // whole budget: no wait would make room for it.
 func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work) {
 	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
-	s.log.Info("Rejected an admission request that would take more memory than the request budget", "bytes", work.Bytes,
-		"containers", work.Containers, "volumes", work.Volumes, "mounts", work.Mounts, "env", work.Env,
+	s.log.Info("Rejected an admission request that would take more memory than the request budget", "work", work.String(),
 		"cost", work.Cost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
-	http.Error(w, fmt.Sprintf("sandbox-webhook: processing this AdmissionReview (%d bytes, %d containers, %d volumes, %d mounts, %d env entries) would take about %d MiB, more than --max-buffered-bytes %d admits",
-		work.Bytes, work.Containers, work.Volumes, work.Mounts, work.Env, work.Cost()>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
+	http.Error(w, fmt.Sprintf("sandbox-webhook: processing this AdmissionReview (%s) would take about %d MiB, more than --max-buffered-bytes %d admits",
+		work, work.Cost()>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
 }
 
 // readBody reads the request body whole, at most limit bytes: into a buffer

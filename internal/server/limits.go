@@ -12,6 +12,14 @@ import (
 // however many large bodies a client holds, those keep room.
 const smallBodyBytes = 64 << 10
 
+// smallRequestBytes is the size up to which a request's body and the
+// processing counted for it together may use the whole budget. A pod as
+// the API server sends it is counted at 100 to 400 KiB (admission.Work);
+// a pod that costs more shares what is left after the quarter kept for
+// those. Processing cannot be stalled by its client, so many small ones
+// hold the budget only while they are answered.
+const smallRequestBytes = 512 << 10
+
 // budgetWait is how long a request waits for room in the budget before it is
 // answered 503.
 const budgetWait = 2 * time.Second
@@ -65,8 +73,17 @@ func (b *requestBudget) limitFor(n int64) int64 {
 	return b.maxBytes
 }
 
-// fits reports whether a reservation of n bytes can ever be granted.
-func (b *requestBudget) fits(n int64) bool { return n <= b.limitFor(n) }
+// moreLimit is the part of the budget a request holding held bytes may use
+// when it takes n more for processing its body.
+func (b *requestBudget) moreLimit(held, n int64) int64 {
+	if held > smallBodyBytes || held+n > smallRequestBytes {
+		return largeShare(b.maxBytes)
+	}
+	return b.maxBytes
+}
+
+// fitsMore reports whether acquireMore(held, n) can ever be granted.
+func (b *requestBudget) fitsMore(held, n int64) bool { return held+n <= b.moreLimit(held, n) }
 
 // acquire waits until one more request of n bytes fits, or ctx ends. The
 // returned release gives the room back; calling it more than once is safe.
@@ -75,10 +92,10 @@ func (b *requestBudget) acquire(ctx context.Context, n int64) (release func(), e
 }
 
 // acquireMore waits until n more bytes fit for a request that holds held
-// already: what processing its body will take beyond the body. The request
-// counts as large when held and n together are.
+// already: what processing its body will take beyond the body (see
+// moreLimit).
 func (b *requestBudget) acquireMore(ctx context.Context, held, n int64) (release func(), err error) {
-	return b.reserve(ctx, n, b.limitFor(held+n), 0)
+	return b.reserve(ctx, n, b.moreLimit(held, n), 0)
 }
 
 func (b *requestBudget) reserve(ctx context.Context, n, limit int64, requests int) (release func(), err error) {

@@ -204,14 +204,14 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 		return b.String()
 	}
 
-	// 1,000 containers take about 8 MiB to process: never within 3 MiB.
+	// 1,000 containers take about 16 MiB to process: never within 3 MiB.
 	res, err := e.admit(e.newClient(true), reviewFor(t, "many", "sandboxes", tiny(1000)))
 	if err != nil || res.status != http.StatusRequestEntityTooLarge ||
 		!strings.Contains(res.body, "1000 containers") || !strings.Contains(res.body, "--max-buffered-bytes") {
 		t.Errorf("1,000 containers within a 4 MiB budget: %v HTTP %d %.300q", err, res.status, res.body)
 	}
 
-	// 300 containers take about 2.4 MiB: they fit, but not beside a stalled
+	// 100 containers take about 1.7 MiB: they fit, but not beside a stalled
 	// body of 2.5 MiB, which is dropped only after the 2 s a request waits.
 	stalled := rawConn(t, e)
 	fmt.Fprintf(stalled, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", admission.Path, 5<<19)
@@ -219,9 +219,10 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 		n, _ := e.srv.budget.held()
 		return n == 5<<19
 	})
-	res, err = e.admit(e.newClient(true), reviewFor(t, "some", "sandboxes", tiny(300)))
-	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "processing a pod of 300 containers") {
-		t.Errorf("300 containers beside a stalled body: %v HTTP %d %.300q", err, res.status, res.body)
+	res, err = e.admit(e.newClient(true), reviewFor(t, "some", "sandboxes", tiny(100)))
+	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "processing a review of") ||
+		!strings.Contains(res.body, "100 containers") {
+		t.Errorf("100 containers beside a stalled body: %v HTTP %d %.300q", err, res.status, res.body)
 	}
 	if m := e.marker(e.client); m != "a" {
 		t.Errorf("MARKER = %q beside the stalled body", m)
@@ -231,8 +232,8 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 		n, _ := e.srv.budget.held()
 		return n == 0
 	})
-	res, err = e.admit(e.newClient(true), reviewFor(t, "some-again", "sandboxes", tiny(300)))
+	res, err = e.admit(e.newClient(true), reviewFor(t, "some-again", "sandboxes", tiny(100)))
 	if err != nil || res.status != http.StatusOK || !strings.Contains(res.body, `"allowed":true`) {
-		t.Errorf("300 containers alone: %v HTTP %d %.200q", err, res.status, res.body)
+		t.Errorf("100 containers alone: %v HTTP %d %.200q", err, res.status, res.body)
 	}
 }

@@ -124,7 +124,11 @@ func TestRequestBodyLimit(t *testing.T) {
 }
 
 func testRequestBodyLimit(t *testing.T, limit int) {
-	e := newTestEnv(t, func(o *Options) { o.MaxRequestBytes = int64(limit) })
+	e := newTestEnv(t, func(o *Options) {
+		o.MaxRequestBytes = int64(limit)
+		// Room to process a review of the limit (admission.Work).
+		o.MaxBufferedBytes = max(32<<20, int64(limit)*30)
+	})
 	e.start(nil)
 	e.waitReady()
 
@@ -247,6 +251,7 @@ func TestPortInUse(t *testing.T) {
 		want   string
 	}{
 		{"health", func(o *Options) { o.HealthProbeBindAddress = taken.Addr().String() }, "listening for health probes"},
+		{"metrics", func(o *Options) { o.MetricsBindAddress = taken.Addr().String() }, "listening for metrics"},
 		{"webhook", func(o *Options) { o.Port = port }, "webhook server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
