@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -110,10 +112,16 @@ func (s *server) ownReadyChecks() map[string]healthz.Checker {
 	}
 }
 
-// healthServer is the health port: /healthz, /readyz (with the cluster
-// notices of ?verbose) and /status, run by the manager with its other HTTP
-// servers (started first, stopped last).
-func (s *server) healthServer(l net.Listener) *manager.Server {
+// The ports, for logs and the connections-refused metric.
+const (
+	portWebhook = "webhook"
+	portMetrics = "metrics"
+	portHealth  = "health"
+)
+
+// healthHandler serves the health port: /healthz, /readyz (with the
+// cluster notices of ?verbose) and /status.
+func (s *server) healthHandler() http.Handler {
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
 	ready := &healthz.Handler{Checks: s.readyChecks}
 	mux := http.NewServeMux()
@@ -123,12 +131,31 @@ func (s *server) healthServer(l net.Listener) *manager.Server {
 	mux.Handle("/readyz", readyz)
 	mux.Handle("/readyz/", readyz)
 	mux.HandleFunc("/status", s.serveStatus)
+	return mux
+}
+
+// metricsHandler serves the metrics port: /metrics, what the manager's
+// metrics server would serve.
+func (s *server) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	return mux
+}
+
+// portServer is the metrics or the health port, run by the manager with its
+// other HTTP servers (started first, stopped last), with the webhook port's
+// limits on request heads and a cap on connections (probeConnLimits).
+func (s *server) portServer(name string, l net.Listener, h http.Handler) *manager.Server {
+	limited := newLimitListener(l, probeConnLimits, s.metrics.connRefusals.WithLabelValues(name))
 	return &manager.Server{
-		Name:     "health probes",
-		Listener: l,
+		Name:     name,
+		Listener: limited,
 		Server: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 10 * time.Second,
+			Handler:           h,
+			ConnState:         limited.ConnState,
+			ErrorLog:          httpErrorLog(s.log.WithName(name)),
+			MaxHeaderBytes:    maxHeaderBytes,
+			ReadHeaderTimeout: readHeaderTimeout,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       90 * time.Second,

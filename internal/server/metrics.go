@@ -24,6 +24,7 @@ type serverMetrics struct {
 	leakMode        *prometheus.GaugeVec
 	certNotAfter    prometheus.Gauge
 	budgetRefusals  prometheus.Counter
+	connRefusals    *prometheus.CounterVec
 
 	notAfter atomic.Pointer[time.Time]
 }
@@ -62,8 +63,15 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Name: "sandbox_webhook_busy_refusals_total",
 			Help: "Requests answered HTTP 503 because --max-buffered-bytes or --max-in-flight left no room for them.",
 		}),
+		connRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_webhook_connections_refused_total",
+			Help: "Connections closed as soon as they were accepted because their port (server: webhook, metrics, health) held as many as it may, in total or from their source address.",
+		}, []string{"server"}),
 	}
-	reg.MustRegister(m.reloads, m.reloadErrors, m.lastSuccess, m.lastSuccessTime, m.setInfo, m.leakMode, m.certNotAfter, m.budgetRefusals)
+	reg.MustRegister(m.reloads, m.reloadErrors, m.lastSuccess, m.lastSuccessTime, m.setInfo, m.leakMode, m.certNotAfter, m.budgetRefusals, m.connRefusals)
+	for _, s := range []string{portWebhook, portMetrics, portHealth} {
+		m.connRefusals.WithLabelValues(s)
+	}
 	for _, s := range []string{sourcePolicies, sourceLeakMitigation} {
 		m.reloads.WithLabelValues(s)
 		m.reloadErrors.WithLabelValues(s)

@@ -67,6 +67,10 @@ type Options struct {
 	// HTTP 503.
 	MaxBufferedBytes int64
 	MaxInFlight      int
+	// MaxConnections caps the webhook port's open connections, and
+	// MaxConnectionsPerSource those from one source IP; a connection beyond
+	// either is closed as soon as it is accepted.
+	MaxConnections, MaxConnectionsPerSource int
 	// ReadTimeout bounds reading a request body, WriteTimeout the whole
 	// request from its start to the end of the response.
 	ReadTimeout, WriteTimeout time.Duration
@@ -143,6 +147,12 @@ func (o *Options) complete() error {
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
 	if o.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be positive", o.MaxInFlight))
+	}
+	o.MaxConnections = cmp.Or(o.MaxConnections, defaultMaxConnections)
+	o.MaxConnectionsPerSource = cmp.Or(o.MaxConnectionsPerSource, min(defaultMaxConnectionsPerSource, o.MaxConnections))
+	if o.MaxConnections < 0 || o.MaxConnectionsPerSource < 0 || o.MaxConnectionsPerSource > o.MaxConnections {
+		errs = append(errs, fmt.Errorf("--max-connections %d and --max-connections-per-source %d: must be positive, the second at most the first",
+			o.MaxConnections, o.MaxConnectionsPerSource))
 	}
 	if o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ShutdownDelay < 0 || o.IdleDrain < 0 {
 		errs = append(errs, errors.New("--read-timeout, --write-timeout, --shutdown-delay and --idle-drain must not be negative"))

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	stdlog "log"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -118,13 +119,16 @@ func newServer(ctx context.Context, o *Options) (_ *server, err error) {
 		Port:    o.Port,
 		TLSOpts: []func(*tls.Config){s.tlsConfig},
 	}, httpErrorLog(o.Logger), o.IdleDrain)
+	s.webhook.limits = connLimits{Total: o.MaxConnections, PerSource: o.MaxConnectionsPerSource}
+	s.webhook.refused = s.metrics.connRefusals.WithLabelValues(portWebhook)
 	grace := o.IdleDrain + drainTimeout + 10*time.Second
 	mgr, err := manager.New(o.RESTConfig, manager.Options{
-		Logger:  o.Logger,
-		Metrics: metricsserver.Options{BindAddress: cmp.Or(o.MetricsBindAddress, "0")},
-		// The health port is s.healthServer: besides /healthz and /readyz
-		// it serves /status and the pod-level notice of /readyz?verbose,
-		// which the manager's probe server has no room for.
+		Logger: o.Logger,
+		// The metrics and health ports are the server's own (portServer):
+		// the manager's take 1 MiB request heads for 32 s from any number
+		// of connections, and its probe server has no room for /status
+		// and the notices of /readyz?verbose.
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		WebhookServer:           s.webhook,
 		GracefulShutdownTimeout: &grace,
@@ -228,13 +232,23 @@ func (s *server) run(ctx context.Context) error {
 	defer s.registry.unregisterAll()
 
 	s.mgr.GetWebhookServer().Register(admission.Path, s.guard(admission.NewHandler(&s.config, s.lookup, s.admission).Review(log)))
-	// Listen on the health port first so that a clash fails at once.
-	if a := o.HealthProbeBindAddress; a != "" && a != "0" {
-		l, err := net.Listen("tcp", a)
-		if err != nil {
-			return fmt.Errorf("listening for health probes on %s: %w", a, err)
+	// Listen on the metrics and health ports first so that a clash fails
+	// at once.
+	for _, p := range []struct {
+		name, what, addr string
+		handler          http.Handler
+	}{
+		{portMetrics, "metrics", o.MetricsBindAddress, s.metricsHandler()},
+		{portHealth, "health probes", o.HealthProbeBindAddress, s.healthHandler()},
+	} {
+		if p.addr == "" || p.addr == "0" {
+			continue
 		}
-		if err := s.mgr.Add(s.healthServer(l)); err != nil {
+		l, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("listening for %s on %s: %w", p.what, p.addr, err)
+		}
+		if err := s.mgr.Add(s.portServer(p.name, l, p.handler)); err != nil {
 			_ = l.Close()
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -44,6 +45,10 @@ type webhookServer struct {
 	// server leaves clients to close their keep-alive connections before it
 	// closes the ones still idle (Options.IdleDrain).
 	idleDrain time.Duration
+	// limits cap the connections open at once; refused counts those
+	// closed beyond them.
+	limits  connLimits
+	refused prometheus.Counter
 
 	started atomic.Bool
 }
@@ -69,10 +74,12 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	if cfg.GetCertificate == nil {
 		return errors.New("the webhook server has no GetCertificate")
 	}
-	l, err := tls.Listen("tcp", s.addr(), cfg)
+	tcp, err := net.Listen("tcp", s.addr())
 	if err != nil {
 		return fmt.Errorf("webhook server: %w", err)
 	}
+	limited := newLimitListener(tcp, s.limits, s.refused)
+	l := tls.NewListener(limited, cfg)
 	// Requests answered while the server drains keep their context: the
 	// end of ctx stops accepting, not the reviews already taken on.
 	base := context.WithoutCancel(ctx)
@@ -89,7 +96,8 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	}
 	// The connections open, for the idle drain.
 	var open atomic.Int64
-	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		limited.ConnState(c, st)
 		switch st {
 		case http.StateNew:
 			open.Add(1)

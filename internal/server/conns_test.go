@@ -1,0 +1,190 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestLimitListener: a listener accepts at most its caps, in total and per
+// source IP, closes what comes beyond them at once, counts it, and gives a
+// connection's room back when it is closed.
+func TestLimitListener(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
+	l := newLimitListener(tcp, connLimits{Total: 3, PerSource: 2}, refused)
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	// dial connects from the source IP and returns the server's side of
+	// the connection, or nil when the server closed it at once.
+	dial := func(src string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", tcp.Addr().String())
+		if isReset(err) {
+			return nil // refused before the dial returned
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		select {
+		case s := <-accepted:
+			return s
+		case <-time.After(time.Second):
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Fatalf("a refused connection from %s was written to", src)
+			}
+			return nil
+		}
+	}
+	var kept []net.Conn
+	for i, want := range []struct {
+		src  string
+		kept bool
+	}{
+		{"127.0.0.2", true}, {"127.0.0.2", true},
+		{"127.0.0.2", false}, // beyond the per-source cap
+		{"127.0.0.3", true},
+		{"127.0.0.4", false}, // beyond the total
+	} {
+		s := dial(want.src)
+		if (s != nil) != want.kept {
+			t.Fatalf("connection %d from %s: kept %v, want %v", i, want.src, s != nil, want.kept)
+		}
+		if s != nil {
+			kept = append(kept, s)
+		}
+	}
+	if got := testutil.ToFloat64(refused); got != 2 {
+		t.Errorf("refused %v connections, want 2", got)
+	}
+	// Closed by the server, a connection gives its room back, once.
+	kept[0].Close()
+	kept[0].Close()
+	if dial("127.0.0.4") == nil {
+		t.Errorf("a connection was refused after one of the three closed")
+	}
+	if dial("127.0.0.5") != nil {
+		t.Errorf("a fourth connection was kept")
+	}
+}
+
+// TestProbePortsLimits: the metrics and health ports take request heads of
+// the webhook port's size, not net/http's 1 MiB, and hold at most
+// probeConnLimits connections from one source.
+func TestProbePortsLimits(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.start(nil)
+	e.waitReady()
+	// The test's connections come from an address of their own: the
+	// environment's client keeps connections to the ports open.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}, Timeout: 5 * time.Second}
+	for _, addr := range []string{e.opts.MetricsBindAddress, e.opts.HealthProbeBindAddress} {
+		t.Run(addr, func(t *testing.T) {
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// A head twice the limit is answered 431 and closed.
+			fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", strings.Repeat("x", 2*maxHeaderBytes))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("a %d KiB head: HTTP %d, want 431", 2*maxHeaderBytes>>10, resp.StatusCode)
+			}
+			// The server closes it; its room comes back.
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+			time.Sleep(100 * time.Millisecond)
+
+			// A source holds at most the cap. Its connections each send
+			// half a head, so none is idle.
+			var held []net.Conn
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for range probeConnLimits.PerSource {
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+				held = append(held, c)
+			}
+			time.Sleep(100 * time.Millisecond)
+			// One more is closed unanswered.
+			if b, err := oneRequest(d, addr); len(b) > 0 {
+				t.Errorf("a connection beyond the cap: read %q, %v; want it closed unanswered", b, err)
+			}
+			// Once one of them is answered and idle, a new one takes
+			// its room, and the idle one is closed.
+			fmt.Fprintf(held[0], "\r\n")
+			r := bufio.NewReader(held[0])
+			resp, err = http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			time.Sleep(100 * time.Millisecond)
+			if b, err := oneRequest(d, addr); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 ") {
+				t.Errorf("a connection beside an idle one at the cap: read %q, %v; want it answered", b, err)
+			}
+			_ = held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := r.Read(make([]byte, 1)); n > 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("the idle connection whose room was taken: read %d bytes, %v; want it closed", n, err)
+			}
+		})
+	}
+	if got := e.metric(`sandbox_webhook_connections_refused_total{server="metrics"}`); got < 1 {
+		t.Errorf("connections refused on the metrics port: %v", got)
+	}
+}
+
+// oneRequest sends GET /healthz on a new connection that asks to be closed
+// and returns what it reads until the server closes it.
+func oneRequest(d net.Dialer, addr string) ([]byte, error) {
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return io.ReadAll(c)
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
