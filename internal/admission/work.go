@@ -32,6 +32,9 @@ type Work struct {
 	// strings, numbers, booleans and nulls (keys not included), outside
 	// the statuses.
 	Objects, Scalars int
+	// StatusBytes is the size of the statuses StripStatus takes out:
+	// bytes never decoded.
+	StatusBytes int64
 	// UID is the review's request uid, for an answer the API server takes.
 	UID string
 
@@ -82,7 +85,7 @@ func (w Work) Cost() int64 {
 func (w Work) PartsCost() int64 {
 	return int64(w.Containers)*costPerContainer + int64(w.Volumes)*costPerVolume +
 		int64(w.Mounts)*costPerMount + int64(w.Env)*costPerEnv +
-		int64(w.Objects)*costPerObject + int64(w.Scalars)*costPerScalar + w.Bytes*costPerByte
+		int64(w.Objects)*costPerObject + int64(w.Scalars)*costPerScalar + (w.Bytes-w.StatusBytes)*costPerByte
 }
 
 // String says what the review holds, for messages.
@@ -151,6 +154,7 @@ func CountWork(body []byte) (w Work) {
 						start := s.i
 						s.value()
 						w.statuses = append(w.statuses, [2]int{start, s.i})
+						w.StatusBytes += int64(s.i - start)
 					case string(key) == "spec" && s.b[s.i] == '{':
 						s.countSpec(&w)
 					default:

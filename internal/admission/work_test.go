@@ -51,7 +51,7 @@ func TestCountWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CountWork([]byte(tc.body))
 			tc.want.Bytes = int64(len(tc.body))
-			got.statuses, got.Objects, got.Scalars = nil, 0, 0
+			got.statuses, got.Objects, got.Scalars, got.StatusBytes = nil, 0, 0, 0
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("CountWork = %+v, want %+v", got, tc.want)
 			}
