@@ -167,7 +167,7 @@ func hugeHeaders(ctx context.Context, addr string, n int, reached func()) {
 }
 
 func attackConn(ctx context.Context, addr string) (net.Conn, error) {
-	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the attacker does not check the server
+	d := tls.Dialer{NetDialer: attackDialer(0), Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the attacker does not check the server
 	return d.DialContext(ctx, "tcp", addr)
 }
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,10 +95,7 @@ func TestProcessingMemoryHeld(t *testing.T) {
 func holdLoad(t *testing.T, in *instance, ns string, body []byte, clients int) map[string]int {
 	t.Helper()
 	pid := in.webhook.PID()
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the attacker does not check the server
-		MaxIdleConnsPerHost: clients,
-	}}
+	client := attackClient(clients)
 	defer client.CloseIdleConnections()
 	ctx, stop := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer stop()

@@ -1,0 +1,345 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// attackerIP is where the attacks of these tests come from: a loopback
+// address of its own, as a pod's is its own, apart from the API server's
+// (127.0.0.1), so that the per-source connection cap tells them apart.
+const attackerIP = "127.0.0.2"
+
+// attackDialer dials from the address of attacker n (127.0.0.2 onwards).
+func attackDialer(n int) *net.Dialer {
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+n))}, Timeout: 10 * time.Second}
+}
+
+// attackClient is an HTTPS client from attackerIP that keeps up to conns
+// connections and does not check the server.
+func attackClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         attackDialer(0).DialContext,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the attacker does not check the server
+		MaxIdleConnsPerHost: conns,
+	}}
+}
+
+// reviewOf wraps a pod's JSON in an AdmissionReview of operation (and
+// subresource, and old object) as the API server would send it.
+func reviewOf(t *testing.T, ns string, op admissionv1.Operation, sub string, object, old []byte) []byte {
+	t.Helper()
+	req := &admissionv1.AdmissionRequest{
+		UID:         "0b7c3a1e-0000-4000-8000-000000036000",
+		Kind:        metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:    metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		SubResource: sub,
+		Namespace:   ns,
+		Operation:   op,
+		Object:      runtime.RawExtension{Raw: object},
+	}
+	if old != nil {
+		req.OldObject = runtime.RawExtension{Raw: old}
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  req,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// podWith is a sandbox pod's JSON with extra members in its spec and
+// status (each a JSON fragment such as `"tolerations":[...]`, or "").
+func podWith(ns, metadata, container, spec, status string) []byte {
+	join := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "," + s
+	}
+	return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"attack","namespace":%q,"labels":{"app":"sandbox"}%s},`+
+		`"spec":{"containers":[{"name":"task","image":"busybox:1.3"%s}]%s},"status":{%s}}`,
+		ns, join(metadata), join(container), join(spec), status)
+}
+
+// repeated is n copies of elem joined by commas.
+func repeated(elem string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(elem+",", n), ",")
+}
+
+// TestThirdRoundAttacksHeld holds, together and from addresses other than
+// the API server's, every attack of the third hardening round against the
+// server as the chart runs it: reviews of any array the pod has (a million
+// empty status entries, the same in both pods of a pods/ephemeralcontainers
+// update, 100,000 empty topologySpreadConstraints), reviews of one 3 MB
+// string, unfinished 1 MiB header lines on the metrics and health ports,
+// and idle keep-alive connections from five sources, more than the webhook
+// port holds. While they run, corpus pods created through the real API
+// server must be admitted and mutated, and the process's peak RSS (VmHWM)
+// must stay below the chart's memory limit.
+func TestThirdRoundAttacksHeld(t *testing.T) {
+	const ns = "third-round"
+	in := newInstance(t, "third-round", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	pid := in.webhook.PID()
+	before := procMemory(t, pid)
+	t.Logf("before: VmRSS %d MiB, VmHWM %d MiB", before.rss>>20, before.hwm>>20)
+
+	long := strings.Repeat("x", 3_100_000)
+	reviews := []struct {
+		name string
+		body []byte
+		want string // in every answer
+	}{
+		{"1,040,000 empty status.containerStatuses", reviewOf(t, ns, admissionv1.Create, "",
+			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 1_040_000)+`]`), nil), "allowed=true"},
+		{"1,040,000 empty status.conditions", reviewOf(t, ns, admissionv1.Create, "",
+			podWith(ns, "", "", "", `"conditions":[`+repeated("{}", 1_040_000)+`]`), nil), "allowed=true"},
+		{"pods/ephemeralcontainers update, 520,000 empty statuses in each pod", reviewOf(t, ns, admissionv1.Update, "ephemeralcontainers",
+			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 520_000)+`]`),
+			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 520_000)+`]`)), "allowed=true"},
+		{"100,000 empty topologySpreadConstraints", reviewOf(t, ns, admissionv1.Create, "",
+			podWith(ns, "", "", `"topologySpreadConstraints":[`+repeated("{}", 100_000)+`]`, ""), nil), "HTTP 413"},
+		{"one 3.1 MB annotation", reviewOf(t, ns, admissionv1.Create, "",
+			podWith(ns, `"annotations":{"a":"`+long+`"}`, "", "", ""), nil), "HTTP 413"},
+		{"one 3.1 MB env value", reviewOf(t, ns, admissionv1.Create, "",
+			podWith(ns, "", `"env":[{"name":"A","value":"`+long+`"}]`, "", ""), nil), "HTTP 413"},
+	}
+
+	ctx, stop := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer stop()
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	// The reviews, eight clients each (the most bodies of their size the
+	// request budget admits at once).
+	client := attackClient(64)
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	answers := map[string]map[string]int{}
+	var sent atomic.Int64
+	for _, r := range reviews {
+		answers[r.name] = map[string]int{}
+		for range 8 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					a, ok := postReview(ctx, client, in.webhook.URL(), r.body)
+					if !ok {
+						continue
+					}
+					sent.Add(1)
+					mu.Lock()
+					answers[r.name][a]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+
+	// Unfinished 1 MiB header lines on the metrics and health ports, 120
+	// connections each, each reconnecting when it is dropped.
+	var heads atomic.Int64
+	for _, port := range []int{in.webhook.MetricsPort, in.webhook.HealthPort} {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		for range 120 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					unfinishedHeader(ctx, addr, 1<<20, func() { heads.Add(1) })
+					pause(ctx, 200*time.Millisecond)
+				}
+			})
+		}
+	}
+
+	// Idle keep-alive connections: five sources of 250 each, more than the
+	// webhook port's 1,024, each reconnecting a second after it is dropped.
+	var idle atomic.Int64
+	for src := range 5 {
+		d := attackDialer(src)
+		for range 250 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					idleConnection(ctx, d, in.webhook.Address(), func() { idle.Add(1) })
+					pause(ctx, time.Second)
+				}
+			})
+		}
+	}
+
+	waitFor(t, "the attacks to get going", func() (bool, string) {
+		return sent.Load() >= int64(len(reviews)) && idle.Load() >= 1000 && heads.Load() >= 32,
+			fmt.Sprintf("%d reviews answered, %d idle connections held, %d header lines sent", sent.Load(), idle.Load(), heads.Load())
+	})
+	admitted := 0
+	for round := range 3 {
+		for _, name := range []string{"basic", "init-and-sidecar", "many-containers", "limit-above-headroom", "uv-link-mode-set", "memory-emptydirs", "generate-name"} {
+			pod := corpusPod(t, name)
+			pod.Namespace = ns
+			if pod.Name != "" {
+				pod.Name = fmt.Sprintf("%s-%d", pod.Name, round)
+			}
+			got := createPod(t, pod)
+			if !harness.Mutated(got) {
+				t.Errorf("corpus pod %s was admitted unmutated under the attacks", name)
+			}
+			admitted++
+		}
+		if !in.webhook.Running() {
+			t.Fatal("the webhook process died under the attacks")
+		}
+	}
+	metrics, err := in.webhook.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	wg.Wait()
+	after := procMemory(t, pid)
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range reviews {
+		var lines []string
+		for a, n := range answers[r.name] {
+			lines = append(lines, fmt.Sprintf("%6d × %s", n, a))
+			if !strings.Contains(a, r.want) && !strings.Contains(a, "HTTP 503") {
+				t.Errorf("%s was answered %s, want %s (or 503, busy)", r.name, a, r.want)
+			}
+		}
+		sort.Strings(lines)
+		t.Logf("%s (%d bytes):\n%s", r.name, len(r.body), strings.Join(lines, "\n"))
+		if len(lines) == 0 {
+			t.Errorf("%s was never answered", r.name)
+		}
+	}
+	for _, series := range []string{`sandbox_webhook_connections_refused_total{server="webhook"}`, `sandbox_webhook_connections_refused_total{server="metrics"}`,
+		`sandbox_webhook_connections_refused_total{server="health"}`} {
+		t.Logf("%s %v", series, sampleValue(metrics, series))
+	}
+	t.Logf("%d corpus pods admitted under %d reviews, %d header lines, %d idle connections held; VmRSS %d MiB, peak VmHWM %d MiB (%d MiB below the chart's limit)",
+		admitted, sent.Load(), heads.Load(), idle.Load(), after.rss>>20, after.hwm>>20, (chartMemoryLimit-after.hwm)>>20)
+	if after.hwm >= chartMemoryLimit {
+		t.Errorf("peak RSS %d MiB reached the chart's memory limit of %d MiB", after.hwm>>20, chartMemoryLimit>>20)
+	}
+}
+
+// postReview posts body and describes the answer.
+func postReview(ctx context.Context, client *http.Client, url string, body []byte) (string, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return "", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", false
+	}
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	answer := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	var review admissionv1.AdmissionReview
+	if json.Unmarshal(out, &review) == nil && review.Response != nil {
+		answer += fmt.Sprintf(" allowed=%v patch=%dKiB", review.Response.Allowed, len(review.Response.Patch)>>10)
+		if r := review.Response.Result; r != nil {
+			answer += fmt.Sprintf(" code=%d %.120s", r.Code, r.Message)
+		}
+	} else {
+		answer += fmt.Sprintf(" %.120s", strings.TrimSpace(string(out)))
+	}
+	return answer, true
+}
+
+// unfinishedHeader sends, from attackerIP over plain HTTP, a request head
+// whose one header line is n bytes long and never ends, calls reached once
+// it is sent (or refused) and holds the connection until the server drops
+// it or ctx ends.
+func unfinishedHeader(ctx context.Context, addr string, n int, reached func()) {
+	c, err := attackDialer(0).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	w := bufio.NewWriterSize(c, 64<<10)
+	fmt.Fprintf(w, "GET /metrics HTTP/1.1\r\nHost: %s\r\nX-Pad: ", addr)
+	chunk := strings.Repeat("x", 64<<10)
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := w.WriteString(chunk); err != nil {
+			break
+		}
+	}
+	_ = w.Flush()
+	reached()
+	hold(ctx, c)
+}
+
+// idleConnection opens a TLS connection with d, sends one complete request
+// and, once it is answered, calls reached and holds the connection idle
+// until the server drops it or ctx ends.
+func idleConnection(ctx context.Context, d *net.Dialer, addr string, reached func()) {
+	td := tls.Dialer{NetDialer: d, Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the attacker does not check the server
+	c, err := td.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	reached()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_, _ = io.Copy(io.Discard, r)
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// sampleValue is the value of one series in a Prometheus text exposition,
+// or -1 when it is not there.
+func sampleValue(exposition, series string) float64 {
+	for line := range strings.Lines(exposition) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
