@@ -177,6 +177,12 @@ func TestEphemeralContainerHostPathWithoutLabel(t *testing.T) {
 	// ephemeral containers from the webhook, which would allow them anyway.
 	plain := createPod(t, plainPod(ns, "plain"))
 	before := in.metric(t, "sandbox_webhook_admission_requests_total")
+	if before == 0 {
+		// The webhook has answered this test's creates and updates: a
+		// count of 0 is a series that is not there, and equal counts below
+		// would prove nothing.
+		t.Fatal("sandbox_webhook_admission_requests_total reads 0 after the webhook answered this test's requests")
+	}
 	if _, err := pods.UpdateEphemeralContainers(t.Context(), plain.Name, debug(plain, "debugger"), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("adding an ephemeral container to a pod without hostPath volumes: %v", err)
 	}

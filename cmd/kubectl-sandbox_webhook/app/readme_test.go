@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -11,7 +12,9 @@ import (
 )
 
 var (
-	exampleRE   = regexp.MustCompile("(?s)<!-- example:[^>]*-->\\s*```console\\n\\$ kubectl-sandbox_webhook ([^\\n]*)\\n(.*?)```\\s*<!-- /example -->")
+	// An example's marker says its exit code when it is not 0: "exits 1".
+	exampleRE   = regexp.MustCompile("(?s)<!-- example:([^>]*)-->\\s*```console\\n\\$ kubectl-sandbox_webhook ([^\\n]*)\\n(.*?)```\\s*<!-- /example -->")
+	exitsRE     = regexp.MustCompile(`exits (\d+)`)
 	policyRefRE = regexp.MustCompile("(?s)<!-- policy-reference:[^>]*-->\\s*```yaml\\n(.*?)```\\s*<!-- /policy-reference -->")
 )
 
@@ -34,10 +37,17 @@ func TestREADMEExamples(t *testing.T) {
 	}
 	t.Chdir(golden.Root())
 	for _, m := range matches {
-		t.Run(m[1], func(t *testing.T) {
-			stdout, stderr, _ := runCLI(t, "", strings.Fields(m[1])...)
-			if got := stderr + stdout; got != m[2] {
-				t.Errorf("README shows:\n%s\nthe command prints:\n%s", m[2], got)
+		want := "0"
+		if e := exitsRE.FindStringSubmatch(m[1]); e != nil {
+			want = e[1]
+		}
+		t.Run(m[2], func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, "", strings.Fields(m[2])...)
+			if got := stderr + stdout; got != m[3] {
+				t.Errorf("README shows:\n%s\nthe command prints:\n%s", m[3], got)
+			}
+			if fmt.Sprint(code) != want {
+				t.Errorf("the command exits %d; the README's example says %s", code, want)
 			}
 		})
 	}
