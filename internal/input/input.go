@@ -136,9 +136,10 @@ func ReadStream(source string, r io.Reader, v Visitor) error {
 	}
 }
 
-// ReadFile reads the file name with ReadStream.
+// ReadFile reads the file name with ReadStream. It must be a regular file
+// (yamllimit.OpenFile): a device or a FIFO is refused, not read.
 func ReadFile(name string, v Visitor) error {
-	f, err := os.Open(name)
+	f, err := yamllimit.OpenFile(name)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -163,7 +164,7 @@ func testFiles(path string) ([]string, error) {
 
 // loadTest reads a test file strictly and checks what the cases need.
 func loadTest(path string) (*policyTest, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := yamllimit.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +338,7 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 // in messages) with got by content and returns a unified diff of their
 // canonical YAML, or "" when they are equal.
 func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
-	want, err := os.ReadFile(wantFile)
+	want, err := yamllimit.ReadFile(wantFile)
 	if err != nil {
 		return "", err
 	}
