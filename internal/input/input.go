@@ -89,6 +89,13 @@ func Files(names []string, recursive bool) ([]string, error) {
 			out = append(out, name)
 			continue
 		}
+		// A symlinked file in the directory is read where it leads, inside
+		// the directory or not, as kubectl reads it (a symlinked
+		// subdirectory is not descended into, as WalkDir does not). Unlike
+		// the paths in a policy test file, which test keeps inside the
+		// repository, -f names what the person running the command chose
+		// to read; dry-run prints what it reads as kubectl apply
+		// --dry-run=client -o yaml -f would.
 		err = filepath.WalkDir(name, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
