@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	textout "github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // expiryWarning is how close to its expiry a certificate is reported.
@@ -112,17 +113,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", n, source), "")
 		}
 		if o.statusURL != "" {
-			st, err := readStatus(ctx, o.statusURL)
-			served := st.Policies.Hash
-			switch {
-			case err != nil:
-				rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", o.statusURL, err), "")
-			case served != set.Hash:
-				rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
-					"the server has not reloaded: look at its /status for the rejected reload, or restart it")
-			default:
-				rep.add("ok", "served policies", "the server serves policy set "+served+", as "+source+" holds", "")
-			}
+			rep.servedPolicies(ctx, o.statusURL, set, source)
 		}
 	}
 	rep.OK = !slices.ContainsFunc(rep.Findings, func(f installFinding) bool { return f.Level == "error" })
@@ -133,6 +124,22 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		return &command.ExitCodeError{Code: command.ExitCheckFailed, Err: errors.New("check install found errors")}
 	}
 	return nil
+}
+
+// servedPolicies compares the policy set the server at statusURL serves
+// with set, read from source.
+func (rep *installReport) servedPolicies(ctx context.Context, statusURL string, set *policy.Set, source string) {
+	st, err := readStatus(ctx, statusURL)
+	served := st.Policies.Hash
+	switch {
+	case err != nil:
+		rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", statusURL, err), "")
+	case served != set.Hash:
+		rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
+			"the server has not reloaded: look at its /status for the rejected reload, or restart it")
+	default:
+		rep.add("ok", "served policies", "the server serves policy set "+served+", as "+source+" holds", "")
+	}
 }
 
 // checkWebhook checks one webhook's caBundle, endpoints and certificate.
