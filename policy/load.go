@@ -21,8 +21,11 @@ import (
 // directory contributes its *.yaml, *.yml and *.json entries in name order
 // (not recursively), skipping entries whose name starts with "." and
 // following symlinks, so a mounted ConfigMap (x.yaml -> ..data/x.yaml) loads
-// as its keys; a dangling symlink (a key being removed) is skipped. Every
-// problem of every file is collected; the returned error is then an *Error.
+// as its keys; a dangling symlink (a key being removed) is skipped. A file
+// is read only when it is a regular file of at most 8 MiB
+// (yamllimit.ReadFile): a device or a FIFO named as a policy is a problem,
+// not read. Every problem of every file is collected; the returned error is
+// then an *Error.
 //
 // Nothing to load is a problem too: a directory with no policy file, a file
 // with no policy document (an empty or truncated file). An empty set would
@@ -59,11 +62,11 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 		fromDir := len(files) != 1 || files[0] != p
 		found, tests := 0, 0 // in p
 		for _, f := range files {
-			if st, err := os.Stat(f); err == nil && st.Size() > yamllimit.MaxBytes {
+			raw, err := yamllimit.ReadFile(f)
+			if errors.Is(err, yamllimit.ErrTooLarge) {
 				problems = append(problems, Problem{Source: f, Err: documentError(fmt.Sprintf("larger than %d MiB: a policy file is a few KB (and a ConfigMap at most 1 MiB)", yamllimit.MaxBytes>>20))})
 				continue
 			}
-			raw, err := os.ReadFile(f)
 			if err != nil {
 				problems = append(problems, fileProblem(f, err))
 				continue

@@ -89,6 +89,13 @@ func Files(names []string, recursive bool) ([]string, error) {
 			out = append(out, name)
 			continue
 		}
+		// A symlinked file in the directory is read where it leads, inside
+		// the directory or not, as kubectl reads it (a symlinked
+		// subdirectory is not descended into, as WalkDir does not). Unlike
+		// the paths in a policy test file, which test keeps inside the
+		// repository, -f names what the person running the command chose
+		// to read; dry-run prints what it reads as kubectl apply
+		// --dry-run=client -o yaml -f would.
 		err = filepath.WalkDir(name, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -136,9 +143,10 @@ func ReadStream(source string, r io.Reader, v Visitor) error {
 	}
 }
 
-// ReadFile reads the file name with ReadStream.
+// ReadFile reads the file name with ReadStream. It must be a regular file
+// (yamllimit.OpenFile): a device or a FIFO is refused, not read.
 func ReadFile(name string, v Visitor) error {
-	f, err := os.Open(name)
+	f, err := yamllimit.OpenFile(name)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@
 // document of aliases to aliases (a "billion laughs") expands to gigabytes
 // when it is converted to JSON or decoded into Go values; dry-run's input
 // and the policy loader check the node tree, in which an alias is one node,
-// before they convert anything.
+// before they convert anything. ReadFile and OpenFile read a file within the
+// same bound, and only a regular file: the one way policies and the files the
+// command line names are read.
 package yamllimit
 
 import (

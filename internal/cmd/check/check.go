@@ -463,21 +463,27 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 		return writeMachineReport(w, rep, output)
 	}
 	w = textout.NewTextWriter(w) // names, reasons and messages come from the cluster and the files
-	fmt.Fprintf(w, "%s:\n", rep.Object)
+	// Each item is one line: a drift (from the pod's annotation) or a match
+	// condition (CEL over several lines) cannot print a line of its own.
+	line := func(format string, args ...any) {
+		fmt.Fprintf(w, "%s\n", textout.EscapeControl(fmt.Sprintf(format, args...)))
+	}
+	line("%s:", rep.Object)
 	if len(rep.Webhooks) == 0 {
-		fmt.Fprintln(w, "  webhook: no sandbox-webhook MutatingWebhookConfiguration is installed")
+		line("  webhook: no sandbox-webhook MutatingWebhookConfiguration is installed")
 	}
 	for _, s := range rep.Webhooks {
 		if s.Sends {
-			fmt.Fprintf(w, "  webhook %s/%s: sends the pod (failurePolicy %s)\n", s.Configuration, s.Webhook, s.FailurePolicy)
+			line("  webhook %s/%s: sends the pod (failurePolicy %s)", s.Configuration, s.Webhook, s.FailurePolicy)
 		} else {
-			fmt.Fprintf(w, "  webhook %s/%s: does not send the pod: %s\n    fix: %s\n", s.Configuration, s.Webhook, s.Reason, s.Fix)
+			line("  webhook %s/%s: does not send the pod: %s", s.Configuration, s.Webhook, s.Reason)
+			line("    fix: %s", s.Fix)
 		}
 		if len(s.MatchConditions) > 0 && s.MatchConditionsNote != "" {
-			fmt.Fprintf(w, "    matchConditions (%s): %s\n", s.MatchConditionsNote, strings.Join(s.MatchConditions, "; "))
+			line("    matchConditions (%s): %s", s.MatchConditionsNote, strings.Join(s.MatchConditions, "; "))
 		}
 	}
-	fmt.Fprintf(w, "  policies: %s (leak mitigation %s)\n", rep.PolicySource, rep.LeakMitigation)
+	line("  policies: %s (leak mitigation %s)", rep.PolicySource, rep.LeakMitigation)
 	var b strings.Builder
 	preview.WriteReport(preview.NewReportWriter(&b), &preview.Pod{Name: rep.Object, Result: *rep.result})
 	// preview.WriteReport's first line names the object again.
@@ -488,8 +494,8 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 		}
 	}
 	for _, d := range rep.Drift {
-		fmt.Fprintf(w, "  drift: %s\n", d)
+		line("  drift: %s", d)
 	}
-	fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
+	line("verdict: %s", rep.Verdict)
 	return nil
 }

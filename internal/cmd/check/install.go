@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	textout "github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // expiryWarning is how close to its expiry a certificate is reported.
@@ -46,6 +48,19 @@ type installReport struct {
 
 func (rep *installReport) add(level, subject, msg, fix string) {
 	rep.Findings = append(rep.Findings, installFinding{Level: level, Subject: subject, Message: msg, Fix: fix})
+}
+
+// addPolicyError reports policies that do not load: a finding per problem,
+// as each is printed on a line of its own.
+func (rep *installReport) addPolicyError(err error) {
+	var perr *policy.Error
+	if !errors.As(err, &perr) {
+		rep.add("error", "policies", err.Error(), "")
+		return
+	}
+	for _, p := range perr.Problems {
+		rep.add("error", "policies", p.String(), "")
+	}
 }
 
 func newCheckInstallCommand(o *clusterCheckOptions, streams command.IOStreams) *cobra.Command {
@@ -97,7 +112,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		if errors.As(err, &usage) {
 			return err // which release to read is the caller's to say, as in check pod
 		}
-		rep.add("error", "policies", err.Error(), "")
+		rep.addPolicyError(err)
 	} else {
 		rep.PolicySource = source
 		un := clustercheck.Reachable(set, configs)
@@ -112,17 +127,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 			rep.add("ok", "policies", fmt.Sprintf("every policy's pod selection reaches the webhook (%s, %s)", n, source), "")
 		}
 		if o.statusURL != "" {
-			st, err := readStatus(ctx, o.statusURL)
-			served := st.Policies.Hash
-			switch {
-			case err != nil:
-				rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", o.statusURL, err), "")
-			case served != set.Hash:
-				rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
-					"the server has not reloaded: look at its /status for the rejected reload, or restart it")
-			default:
-				rep.add("ok", "served policies", "the server serves policy set "+served+", as "+source+" holds", "")
-			}
+			rep.servedPolicies(ctx, o.statusURL, set, source)
 		}
 	}
 	rep.OK = !slices.ContainsFunc(rep.Findings, func(f installFinding) bool { return f.Level == "error" })
@@ -133,6 +138,22 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		return &command.ExitCodeError{Code: command.ExitCheckFailed, Err: errors.New("check install found errors")}
 	}
 	return nil
+}
+
+// servedPolicies compares the policy set the server at statusURL serves
+// with set, read from source.
+func (rep *installReport) servedPolicies(ctx context.Context, statusURL string, set *policy.Set, source string) {
+	st, err := readStatus(ctx, statusURL)
+	served := st.Policies.Hash
+	switch {
+	case err != nil:
+		rep.add("error", "served policies", fmt.Sprintf("reading %s: %v", statusURL, err), "")
+	case served != set.Hash:
+		rep.add("error", "served policies", fmt.Sprintf("the server serves policy set %s, but %s holds %s", served, source, set.Hash),
+			"the server has not reloaded: look at its /status for the rejected reload, or restart it")
+	default:
+		rep.add("ok", "served policies", "the server serves policy set "+served+", as "+source+" holds", "")
+	}
 }
 
 // checkWebhook checks one webhook's caBundle, endpoints and certificate.
@@ -228,8 +249,29 @@ type serverStatus struct {
 }
 
 // statusClient reads the server's /status: a port-forward that hangs
-// fails the check in seconds instead of holding it.
-var statusClient = &http.Client{Timeout: 10 * time.Second}
+// fails the check in seconds instead of holding it, and a redirect is
+// followed only on --status-url's own scheme, host and port.
+var statusClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: sameOrigin}
+
+// maxStatusBytes bounds the /status body read; the server's is a few KB.
+const maxStatusBytes = 1 << 20
+
+// sameOrigin refuses a redirect off the scheme, host and port of the URL
+// first asked for: what --status-url names is the server whose policies
+// are checked, and a redirect elsewhere would have another answer for it.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	origin := func(u *url.URL) string {
+		port := cmp.Or(u.Port(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+		return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	}
+	if first := via[0].URL; origin(req.URL) != origin(first) {
+		return fmt.Errorf("redirected to %s, off the scheme, host and port of --status-url (%s://%s): not followed", req.URL.Redacted(), first.Scheme, first.Host)
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
 
 // readStatus reads the server's /status at statusURL (its health port).
 func readStatus(ctx context.Context, statusURL string) (serverStatus, error) {
@@ -246,7 +288,7 @@ func readStatus(ctx context.Context, statusURL string) (serverStatus, error) {
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("HTTP %s", resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBytes)).Decode(&st); err != nil {
 		return st, err
 	}
 	if st.Policies.Hash == "" {
@@ -260,10 +302,13 @@ func writeInstallReport(w io.Writer, rep *installReport, output string) error {
 		return writeMachineReport(w, rep, output)
 	}
 	w = textout.NewTextWriter(w) // names, reasons and messages come from the cluster and the files
+	// A finding is one line: what the cluster or the status server says
+	// (a served hash, a name, an error) cannot start a line of its own.
+	esc := textout.EscapeControl
 	for _, f := range rep.Findings {
-		fmt.Fprintf(w, "%s: %s: %s\n", f.Level, f.Subject, f.Message)
+		fmt.Fprintf(w, "%s: %s: %s\n", esc(f.Level), esc(f.Subject), esc(f.Message))
 		if f.Fix != "" && f.Level != "ok" {
-			fmt.Fprintf(w, "  fix: %s\n", f.Fix)
+			fmt.Fprintf(w, "  fix: %s\n", esc(f.Fix))
 		}
 	}
 	if rep.OK {

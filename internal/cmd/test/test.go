@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -73,7 +74,8 @@ type testCase struct {
 
 // NewCommand returns the test command.
 func NewCommand(streams command.IOStreams) *cobra.Command {
-	return &cobra.Command{
+	var allowOutsideRoot bool
+	cmd := &cobra.Command{
 		Use:   "test PATH...",
 		Short: "Run declarative policy tests offline, as a policy repository's CI does",
 		Long: `Run the test cases of every ` + TestFileName + ` file under each PATH (a
@@ -87,7 +89,7 @@ A test file:
   apiVersion: sandbox-webhook.io/v1alpha1
   kind: SandboxPolicyTest
   metadata: {name: seed}
-  policies: [../policies/memory]   # files or directories, relative to this file or absolute
+  policies: [../policies/memory]   # files or directories, relative to this file or absolute (inside the root, below)
   namespaces: namespaces.yaml      # optional: Namespace objects (their labels)
   leakMitigation: policy           # optional: on, off or policy
   cases:
@@ -100,21 +102,36 @@ A test file:
       input: pods/router.yaml
       unchanged: true
 
+Every path a test file names (policies and the files of a policy directory,
+namespaces, inputs, objects, patches), and the test file itself, must resolve
+inside the test file's repository root, symlinks followed: the nearest
+directory above it holding .git (a directory, or the file of a worktree or
+submodule), else the test file's own directory. A symlink must be relative
+and stay inside. A path outside is named and not read: test runs in CI on pull
+requests to a policy repository, and would otherwise print any file the runner
+can read (a kubeconfig, a token) in a diff. --allow-outside-root lifts this,
+for test files you trust that name policies kept beside the repository. Every
+file is read only when it is a regular file (not a device or a FIFO) of at
+most 8 MiB.
+
 Exit codes: 0 every case passed; 1 a case failed, or a test file, policy or
-input is invalid; 2 bad arguments.`,
+input is invalid, or a path is outside the root; 2 bad arguments.`,
 		Example: "  kubectl-sandbox_webhook test examples/tests",
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return command.UsageErrorf("test needs at least one test file or directory")
 			}
-			return runTests(streams.Out, args)
+			return runTests(streams.Out, args, allowOutsideRoot)
 		},
 	}
+	cmd.Flags().BoolVar(&allowOutsideRoot, "allow-outside-root", false,
+		"read the paths a test file names even where they resolve outside its repository root (the nearest directory above it holding .git)")
+	return cmd
 }
 
 // runTests runs every test file under paths and returns an error when a case
 // fails.
-func runTests(out io.Writer, paths []string) error {
+func runTests(out io.Writer, paths []string, allowOutsideRoot bool) error {
 	w := output.NewTextWriter(out) // names, case names and diffs come from the files
 	var files []string
 	for _, p := range paths {
@@ -126,7 +143,7 @@ func runTests(out io.Writer, paths []string) error {
 	}
 	passed, failed := 0, 0
 	for _, f := range files {
-		p, fl, err := runTestFile(w, f)
+		p, fl, err := runTestFile(w, f, allowOutsideRoot)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -163,7 +180,7 @@ func testFiles(path string) ([]string, error) {
 
 // loadTest reads a test file strictly and checks what the cases need.
 func loadTest(path string) (*policyTest, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := yamllimit.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +229,17 @@ func loadTest(path string) (*policyTest, error) {
 
 // runTestFile runs the cases of one test file and prints a line per case,
 // with the differences of a failing one.
-func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
+func runTestFile(w io.Writer, path string, allowOutsideRoot bool) (passed, failed int, err error) {
+	var root *repoRoot
+	if !allowOutsideRoot {
+		if root, err = openRepoRoot(path); err != nil {
+			return 0, 0, err
+		}
+		defer root.Close()
+		if !root.inside(path) {
+			return 0, 0, fmt.Errorf("resolves outside the root %s (%s) and is not read; --allow-outside-root reads it", root.dir, root.why)
+		}
+	}
 	t, err := loadTest(path)
 	if err != nil {
 		return 0, 0, err
@@ -223,6 +250,11 @@ func runTestFile(w io.Writer, path string) (passed, failed int, err error) {
 			return p
 		}
 		return filepath.Join(dir, p)
+	}
+	if root != nil {
+		if err := root.check(t, rel); err != nil {
+			return 0, 0, err
+		}
 	}
 	policies := make([]string, len(t.Policies))
 	for i, p := range t.Policies {
@@ -337,7 +369,7 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 // in messages) with got by content and returns a unified diff of their
 // canonical YAML, or "" when they are equal.
 func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
-	want, err := os.ReadFile(wantFile)
+	want, err := yamllimit.ReadFile(wantFile)
 	if err != nil {
 		return "", err
 	}
