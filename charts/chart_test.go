@@ -314,8 +314,8 @@ func TestDefaultObjects(t *testing.T) {
 	}
 
 	// Ingress to the webhook pods: the webhook port from anywhere (the API
-	// server's address depends on the cluster), metrics from pods only,
-	// nothing else.
+	// server's address depends on the cluster), metrics from Prometheus
+	// servers only, nothing else.
 	np := one[*networkingv1.NetworkPolicy](t, r)
 	if !selects(&np.Spec.PodSelector, pod.Labels) || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy selects %v for %v, want the webhook pods' ingress", np.Spec.PodSelector, np.Spec.PolicyTypes)
@@ -325,7 +325,10 @@ func TestDefaultObjects(t *testing.T) {
 		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromString("webhook")), Protocol: &tcp}},
 	}, {
 		Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromString("metrics")), Protocol: &tcp}},
-		From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
+		From: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+		}},
 	}}
 	if !equalJSON(t, np.Spec.Ingress, wantIngress) {
 		t.Errorf("NetworkPolicy ingress = %+v", np.Spec.Ingress)
