@@ -20,13 +20,6 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// The first minors on which the gates the probe reads are on by default:
-// PodLevelResources (beta in 1.34) and ImageVolume (on by default in 1.35).
-const (
-	podLevelGAMinor    = 34
-	imageVolumeGAMinor = 35
-)
-
 // ClusterStatus is what the server found out about the apiserver it talks
 // to, shown on /status.
 type ClusterStatus struct {
@@ -120,7 +113,7 @@ func (p *clusterProbe) probe(ctx context.Context) {
 		pv, perr := version.ParseGeneric(v.GitVersion)
 		// kept reads gate from /metrics, else from the version's default.
 		var fromVersion []string
-		kept := func(gate string, gaMinor uint) (kept, known bool) {
+		kept := func(gate string, defaultMinor uint) (kept, known bool) {
 			if enabled, found := gates[gate]; found {
 				return enabled, true
 			}
@@ -128,15 +121,15 @@ func (p *clusterProbe) probe(ctx context.Context) {
 				return false, false
 			}
 			fromVersion = append(fromVersion, gate)
-			return pv.Major() > 1 || pv.Minor() >= gaMinor, true
+			return pv.Major() > 1 || pv.Minor() >= defaultMinor, true
 		}
-		if k, ok := kept("PodLevelResources", podLevelGAMinor); ok {
+		if k, ok := kept("PodLevelResources", mutate.PodLevelResourcesMinor); ok {
 			f.podLevel = mutate.PodLevelDropped
 			if k {
 				f.podLevel = mutate.PodLevelKept
 			}
 		}
-		if k, ok := kept("ImageVolume", imageVolumeGAMinor); ok {
+		if k, ok := kept("ImageVolume", mutate.ImageVolumesMinor); ok {
 			f.imageVolumes = mutate.ImageVolumesDropped
 			if k {
 				f.imageVolumes = mutate.ImageVolumesKept

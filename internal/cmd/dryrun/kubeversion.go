@@ -14,14 +14,6 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-// The first Kubernetes minors whose apiserver keeps, by default, pod-level
-// resources (PodLevelResources beta, on, in 1.34) and image volumes
-// (ImageVolume on in 1.35).
-const (
-	podLevelDefaultMinor    = 34
-	imageVolumeDefaultMinor = 35
-)
-
 // The Kubernetes minors the e2e version matrix proves (e2e/tools and its
 // k8s-1.NN modules; a test holds these to them): --kube-version outside
 // them is refused rather than predicted from an apiserver nothing tested.
@@ -60,11 +52,11 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 		}
 		t.version = fmt.Sprintf("1.%d", v.Minor())
 		t.podLevel = mutate.PodLevelKept
-		if v.Minor() < podLevelDefaultMinor {
+		if v.Minor() < mutate.PodLevelResourcesMinor {
 			t.podLevel = mutate.PodLevelDropped
 		}
 		t.imageVolumes = mutate.ImageVolumesKept
-		if v.Minor() < imageVolumeDefaultMinor {
+		if v.Minor() < mutate.ImageVolumesMinor {
 			t.imageVolumes = mutate.ImageVolumesDropped
 		}
 	}
