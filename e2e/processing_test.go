@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -108,28 +106,11 @@ func holdLoad(t *testing.T, in *instance, ns string, body []byte, clients int) m
 	for range clients {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.webhook.URL(), bytes.NewReader(body))
-				if err != nil {
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
+				answer, ok := postReview(ctx, client, in.webhook.URL(), body)
+				if !ok {
 					continue
 				}
-				out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-				resp.Body.Close()
 				sent.Add(1)
-				answer := fmt.Sprintf("HTTP %d", resp.StatusCode)
-				var review admissionv1.AdmissionReview
-				if json.Unmarshal(out, &review) == nil && review.Response != nil {
-					answer += fmt.Sprintf(" allowed=%v patch=%dKiB", review.Response.Allowed, len(review.Response.Patch)>>10)
-					if r := review.Response.Result; r != nil {
-						answer += fmt.Sprintf(" code=%d %.120s", r.Code, r.Message)
-					}
-				} else {
-					answer += fmt.Sprintf(" %.120s", strings.TrimSpace(string(out)))
-				}
 				mu.Lock()
 				answers[answer]++
 				mu.Unlock()
