@@ -118,9 +118,10 @@ func TestDefaultObjects(t *testing.T) {
 	if len(c.Command) != 0 {
 		t.Errorf("command = %q; the image's entrypoint must run", c.Command)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil ||
-		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
-		t.Errorf("env = %+v, want POD_NAMESPACE from the downward API", c.Env)
+	if len(c.Env) != 2 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil ||
+		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" ||
+		c.Env[1].Name != "GOMEMLIMIT" || c.Env[1].Value != "230MiB" {
+		t.Errorf("env = %+v, want POD_NAMESPACE from the downward API and GOMEMLIMIT 230MiB (nine tenths of 256Mi)", c.Env)
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
@@ -387,7 +388,35 @@ certificates:
 				t.Errorf("issuerRef = %+v", ref)
 			}
 		},
-	}, {
+	}}
+	// GOMEMLIMIT follows the memory limit: nine tenths of it, or none
+	// when it is not written in units the chart reads.
+	for limit, want := range map[string]string{"1Gi": "921MiB", "300Mi": "270MiB", "524288Ki": "460MiB", "536870912": "460MiB", "0.5Gi": "", "": ""} {
+		values := `resources: {limits: {memory: ` + limit + `}}`
+		if limit == "" {
+			values = `resources: {limits: null}`
+		}
+		tests = append(tests, struct {
+			name   string
+			values string
+			check  func(t *testing.T, r *rendered)
+		}{"GOMEMLIMIT for " + limit, values, func(t *testing.T, r *rendered) {
+			got := ""
+			for _, e := range one[*appsv1.Deployment](t, r).Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GOMEMLIMIT" {
+					got = e.Value
+				}
+			}
+			if got != want {
+				t.Errorf("GOMEMLIMIT = %q, want %q", got, want)
+			}
+		}})
+	}
+	tests = append(tests, []struct {
+		name   string
+		values string
+		check  func(t *testing.T, r *rendered)
+	}{{
 		name:   "selfManaged",
 		values: `certificates: {mode: selfManaged}`,
 		check: func(t *testing.T, r *rendered) {
@@ -780,7 +809,7 @@ prometheusRule:
 				t.Errorf("args = %q", c.Args)
 			}
 		},
-	}}
+	}}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := mustRender(t, tt.values)

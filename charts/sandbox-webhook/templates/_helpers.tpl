@@ -212,3 +212,30 @@ makes the same check on the cluster.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+GOMEMLIMIT for the webhook container: nine tenths of resources.limits.memory when it is
+written in Ki, Mi or Gi or as a plain number of bytes, so that the Go collector works harder
+as the server nears its limit instead of leaving the heap to grow to twice what it holds;
+empty without a memory limit or with one written otherwise.
+*/}}
+{{- define "sandbox-webhook.goMemLimit" -}}
+{{- $v := dig "limits" "memory" "" .Values.resources -}}
+{{- $m := toString $v -}}
+{{- if kindIs "float64" $v -}}
+{{- $m = printf "%d" (int64 $v) -}}
+{{- end -}}
+{{- $mib := 0 -}}
+{{- if hasSuffix "Gi" $m -}}
+{{- $mib = mul (trimSuffix "Gi" $m | atoi) 1024 -}}
+{{- else if hasSuffix "Mi" $m -}}
+{{- $mib = trimSuffix "Mi" $m | atoi -}}
+{{- else if hasSuffix "Ki" $m -}}
+{{- $mib = div (trimSuffix "Ki" $m | atoi) 1024 -}}
+{{- else if regexMatch "^[0-9]+$" $m -}}
+{{- $mib = div (atoi $m) 1048576 -}}
+{{- end -}}
+{{- if gt (int $mib) 0 -}}
+{{ div (mul $mib 9) 10 }}MiB
+{{- end -}}
+{{- end -}}
