@@ -229,8 +229,11 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		var lines []string
 		for a, n := range answers[r.name] {
 			lines = append(lines, fmt.Sprintf("%6d × %s", n, a))
-			if !strings.Contains(a, r.want) && !strings.Contains(a, "HTTP 503") {
-				t.Errorf("%s was answered %s, want %s (or 503, busy)", r.name, a, r.want)
+			// Besides the answer the review gets, the limits may refuse it:
+			// busy (503), or a body that the attacker, slowed by the load,
+			// did not send as fast as the API server does (its deadline).
+			if !strings.Contains(a, r.want) && !strings.Contains(a, "HTTP 503") && !strings.Contains(a, "i/o timeout") {
+				t.Errorf("%s was answered %s, want %s (or 503, busy, or the body's deadline)", r.name, a, r.want)
 			}
 		}
 		sort.Strings(lines)
