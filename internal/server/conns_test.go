@@ -103,10 +103,12 @@ func TestProbePortsLimits(t *testing.T) {
 	e.waitReady()
 	// The test's connections come from an address of their own: the
 	// environment's client keeps connections to the ports open.
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}, Timeout: 5 * time.Second}
-	for _, addr := range []string{e.opts.MetricsBindAddress, e.opts.HealthProbeBindAddress} {
+	from := func(ip string) *net.Dialer {
+		return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	}
+	for i, addr := range []string{e.opts.MetricsBindAddress, e.opts.HealthProbeBindAddress} {
 		t.Run(addr, func(t *testing.T) {
-			c, err := d.Dial("tcp", addr)
+			c, err := from("127.0.0.5").Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,13 +123,11 @@ func TestProbePortsLimits(t *testing.T) {
 			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 				t.Errorf("a %d KiB head: HTTP %d, want 431", 2*maxHeaderBytes>>10, resp.StatusCode)
 			}
-			// The server closes it; its room comes back.
-			_, _ = io.Copy(io.Discard, c)
 			c.Close()
-			time.Sleep(100 * time.Millisecond)
 
 			// A source holds at most the cap. Its connections each send
 			// half a head, so none is idle.
+			d := from(fmt.Sprintf("127.0.0.%d", 6+i))
 			var held []net.Conn
 			defer func() {
 				for _, c := range held {
@@ -142,8 +142,7 @@ func TestProbePortsLimits(t *testing.T) {
 				fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
 				held = append(held, c)
 			}
-			time.Sleep(100 * time.Millisecond)
-			// One more is closed unanswered.
+			// One more, accepted after them, is closed unanswered.
 			if b, err := oneRequest(d, addr); len(b) > 0 {
 				t.Errorf("a connection beyond the cap: read %q, %v; want it closed unanswered", b, err)
 			}
@@ -157,8 +156,16 @@ func TestProbePortsLimits(t *testing.T) {
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			time.Sleep(100 * time.Millisecond)
-			if b, err := oneRequest(d, addr); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 ") {
+			// The server marks it idle just after it answers: until then a
+			// new connection is still refused.
+			var b []byte
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				if b, err = oneRequest(d, addr); len(b) > 0 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 ") {
 				t.Errorf("a connection beside an idle one at the cap: read %q, %v; want it answered", b, err)
 			}
 			_ = held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -174,7 +181,7 @@ func TestProbePortsLimits(t *testing.T) {
 
 // oneRequest sends GET /healthz on a new connection that asks to be closed
 // and returns what it reads until the server closes it.
-func oneRequest(d net.Dialer, addr string) ([]byte, error) {
+func oneRequest(d *net.Dialer, addr string) ([]byte, error) {
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
