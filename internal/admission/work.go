@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -130,7 +131,11 @@ func CountWork(body []byte) (w Work) {
 	}()
 	s := scanner{b: body}
 	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
+	if s.i >= len(s.b) {
+		return w
+	}
+	if s.b[s.i] != '{' {
+		s.count(&w)
 		return w
 	}
 	w.Objects++
@@ -208,9 +213,18 @@ func (s *scanner) countSpec(w *Work) {
 // Decoding it would cost memory the count leaves out. An empty status, as
 // the API server sends it, stays as it is, so a pod in the typed encoding
 // is still in it.
+//
+// A body that is not valid JSON is left as it is, to be refused by the
+// decoder: the scan's offsets hold only for valid JSON, and taking a part
+// out of invalid JSON could leave valid JSON the scan did not count.
 func (w *Work) StripStatus(body []byte) []byte {
+	statuses := w.statuses
+	w.statuses = nil
+	if !slices.ContainsFunc(statuses, func(st [2]int) bool { return st[1]-st[0] != 2 }) || !json.Valid(body) {
+		return body
+	}
 	removed := 0
-	for _, st := range w.statuses {
+	for _, st := range statuses {
 		start, end := st[0]-removed, st[1]-removed
 		if string(body[start:end]) == "{}" {
 			continue
@@ -220,7 +234,6 @@ func (w *Work) StripStatus(body []byte) []byte {
 		removed += end - start - 2
 		body = body[:start+2+n]
 	}
-	w.statuses = nil
 	return body
 }
 
