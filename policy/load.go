@@ -199,7 +199,7 @@ func splitDocuments(raw []byte) []chunk {
 	)
 	for line := range bytes.Lines(raw) {
 		lines++
-		if isSeparator(line) {
+		if yamllimit.IsSeparator(line) {
 			chunks = append(chunks, cur)
 			cur = chunk{text: []byte{}, offset: lines}
 			continue
@@ -207,15 +207,6 @@ func splitDocuments(raw []byte) []chunk {
 		cur.text = append(cur.text, line...)
 	}
 	return append(chunks, cur)
-}
-
-func isSeparator(line []byte) bool {
-	rest, ok := bytes.CutPrefix(line, []byte("---"))
-	if !ok {
-		return false
-	}
-	trimmed := bytes.TrimSpace(rest)
-	return len(trimmed) == 0 || trimmed[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
 }
 
 // IsPolicyFileName reports whether a directory entry of this name is read

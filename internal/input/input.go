@@ -226,17 +226,6 @@ func (y *yamlReader) run() error {
 	}
 }
 
-// isSeparator reports whether line is a "---" document separator (possibly
-// followed by a comment).
-func isSeparator(line []byte) bool {
-	rest, ok := bytes.CutPrefix(line, []byte("---"))
-	if !ok {
-		return false
-	}
-	t := bytes.TrimSpace(rest)
-	return len(t) == 0 || t[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
-}
-
 // blankOrComment reports whether line holds no YAML content.
 func blankOrComment(line []byte) bool {
 	t := bytes.TrimSpace(line)
@@ -294,7 +283,7 @@ func (y *yamlReader) document() (more bool, err error) {
 		case err != nil:
 			return false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if isSeparator(line) {
+		if yamllimit.IsSeparator(line) {
 			return true, y.whole(pos, buf)
 		}
 		if isItemsKey(line) && !namesOtherKind(buf) {
@@ -330,11 +319,11 @@ func (y *yamlReader) entryColumn(buf *[]byte, itemsLine []byte, pos Position) (c
 		case err != nil:
 			return 0, false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if !isSeparator(line) && blankOrComment(line) {
+		if !yamllimit.IsSeparator(line) && blankOrComment(line) {
 			*buf = append(*buf, line...)
 			continue
 		}
-		if c := indent(line); !isSeparator(line) && isEntry(line, c) {
+		if c := indent(line); !yamllimit.IsSeparator(line) && isEntry(line, c) {
 			*buf = (*buf)[:mark-len(itemsLine)]
 			y.lines.pushBack(line)
 			return c, true, nil
@@ -385,7 +374,7 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 		case err != nil:
 			return false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if eof || isSeparator(line) {
+		if eof || yamllimit.IsSeparator(line) {
 			if !inTail {
 				if err := flush(); err != nil {
 					return false, err

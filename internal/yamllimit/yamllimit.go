@@ -8,6 +8,7 @@
 package yamllimit
 
 import (
+	"bytes"
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
@@ -46,4 +47,16 @@ func expandedSize(n *yaml.Node, sizes map[*yaml.Node]int) int {
 	}
 	sizes[n] = s
 	return s
+}
+
+// IsSeparator reports whether line is a "---" document separator, perhaps
+// followed by a comment: where the policy loader and dry-run's input split a
+// stream into documents before they parse any of it.
+func IsSeparator(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("---"))
+	if !ok {
+		return false
+	}
+	t := bytes.TrimSpace(rest)
+	return len(t) == 0 || t[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
 }
