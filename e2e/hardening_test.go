@@ -25,17 +25,14 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
-// attackerIP is where the attacks of these tests come from: a loopback
+// attackDialer dials from the address of attacker n: 127.0.0.2 onwards, an
 // address of its own, as a pod's is its own, apart from the API server's
 // (127.0.0.1), so that the per-source connection cap tells them apart.
-const attackerIP = "127.0.0.2"
-
-// attackDialer dials from the address of attacker n (127.0.0.2 onwards).
 func attackDialer(n int) *net.Dialer {
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+n))}, Timeout: 10 * time.Second}
 }
 
-// attackClient is an HTTPS client from attackerIP that keeps up to conns
+// attackClient is an HTTPS client from 127.0.0.2 that keeps up to conns
 // connections and does not check the server.
 func attackClient(conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{
@@ -279,7 +276,7 @@ func postReview(ctx context.Context, client *http.Client, url string, body []byt
 	return answer, true
 }
 
-// unfinishedHeader sends, from attackerIP over plain HTTP, a request head
+// unfinishedHeader sends, from 127.0.0.2 over plain HTTP, a request head
 // whose one header line is n bytes long and never ends, calls reached once
 // it is sent (or refused) and holds the connection until the server drops
 // it or ctx ends.

@@ -203,14 +203,14 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 			size = len(fmt.Sprintf(elems[i], 99999))
 		}
 		n := target / (size + 1)
-		switch last := p[len(p)-1]; {
-		case last == "containers" || last == "initContainers" || last == "ephemeralContainers":
+		switch p[len(p)-1] {
+		case "containers", "initContainers", "ephemeralContainers":
 			n = MaxContainers - 2
-		case last == "volumes":
+		case "volumes":
 			n = MaxVolumes
-		case last == "env" || last == "envFrom":
+		case "env", "envFrom":
 			n = MaxEnv / 2
-		case last == "volumeMounts" || last == "volumeDevices":
+		case "volumeMounts", "volumeDevices":
 			n = MaxMounts / 2
 		}
 		shapes = append(shapes, costShape{name: strings.Join(p, "."), op: admissionv1.Create,

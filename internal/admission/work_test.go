@@ -59,28 +59,6 @@ func TestCountWork(t *testing.T) {
 	}
 }
 
-// countValues counts the objects and arrays, and the scalars, of a decoded
-// JSON value: what CountWork counts of a review, found another way.
-func countValues(v any) (objects, scalars int) {
-	switch v := v.(type) {
-	case map[string]any:
-		objects = 1
-		for _, e := range v {
-			o, s := countValues(e)
-			objects, scalars = objects+o, scalars+s
-		}
-	case []any:
-		objects = 1
-		for _, e := range v {
-			o, s := countValues(e)
-			objects, scalars = objects+o, scalars+s
-		}
-	default:
-		scalars = 1
-	}
-	return objects, scalars
-}
-
 // referenceCount counts the values of body with encoding/json's tokens,
 // leaving out the object's and the old object's status, as CountWork does
 // (a key named twice counts twice, as the decoder reads both), and strips
