@@ -70,6 +70,9 @@ const (
 	costPerEnv       = 512
 	costPerObject    = 5 << 10
 	costPerScalar    = 1536
+	// costPerReview is what answering any review allocates however small:
+	// the decoder's and encoder's state, the answer, the request's logger.
+	costPerReview = 32 << 10
 	// costPerByte is what a byte of the review costs besides itself: its
 	// copies in the decoded pod, in the typed encodings and in the generic
 	// documents a patch may be diffed from, and the buffers they grow in.
@@ -84,7 +87,7 @@ func (w Work) Cost() int64 {
 
 // PartsCost is the memory processing the review takes beyond its bytes.
 func (w Work) PartsCost() int64 {
-	return int64(w.Containers)*costPerContainer + int64(w.Volumes)*costPerVolume +
+	return costPerReview + int64(w.Containers)*costPerContainer + int64(w.Volumes)*costPerVolume +
 		int64(w.Mounts)*costPerMount + int64(w.Env)*costPerEnv +
 		int64(w.Objects)*costPerObject + int64(w.Scalars)*costPerScalar + (w.Bytes-w.StatusBytes)*costPerByte
 }

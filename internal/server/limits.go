@@ -14,7 +14,7 @@ const smallBodyBytes = 64 << 10
 
 // smallRequestBytes is the size up to which a request's body and the
 // processing counted for it together may use the whole budget. A pod as
-// the API server sends it is counted at 100 to 400 KiB (admission.Work);
+// the API server sends it is counted at 150 to 400 KiB (admission.Work);
 // a pod that costs more shares what is left after the quarter kept for
 // those. Processing cannot be stalled by its client, so many small ones
 // hold the budget only while they are answered.
