@@ -64,7 +64,7 @@ const (
 // object or scalar too, so the costs of the four named parts are what they
 // take beyond any object.
 const (
-	costPerContainer = 8 << 10
+	costPerContainer = 10 << 10
 	costPerVolume    = 3 << 10
 	costPerMount     = 1536
 	costPerEnv       = 512

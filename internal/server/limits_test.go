@@ -204,14 +204,14 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 		return b.String()
 	}
 
-	// 1,000 containers take about 16 MiB to process: never within 3 MiB.
+	// 1,000 containers take about 19 MiB to process: never within 3 MiB.
 	res, err := e.admit(e.newClient(true), reviewFor(t, "many", "sandboxes", tiny(1000)))
 	if err != nil || res.status != http.StatusRequestEntityTooLarge ||
 		!strings.Contains(res.body, "1000 containers") || !strings.Contains(res.body, "--max-buffered-bytes") {
 		t.Errorf("1,000 containers within a 4 MiB budget: %v HTTP %d %.300q", err, res.status, res.body)
 	}
 
-	// 100 containers take about 1.7 MiB: they fit, but not beside a stalled
+	// 100 containers take about 1.9 MiB: they fit, but not beside a stalled
 	// body of 2.5 MiB, which is dropped only after the 2 s a request waits.
 	stalled := rawConn(t, e)
 	fmt.Fprintf(stalled, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", admission.Path, 5<<19)
