@@ -813,10 +813,14 @@ func (r *chartRelease) runDeployment(t *testing.T, port int, extra ...string) *d
 		}
 	}
 	for _, e := range c.Env {
-		if e.Name != "POD_NAMESPACE" || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
-			t.Fatalf("container env %s: only POD_NAMESPACE from metadata.namespace is emulated", e.Name)
+		switch {
+		case e.ValueFrom == nil:
+			o.Env = append(o.Env, e.Name+"="+e.Value) // GOMEMLIMIT
+		case e.Name == "POD_NAMESPACE" && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			o.Args = append(o.Args, "--namespace="+r.namespace)
+		default:
+			t.Fatalf("container env %s: only literal values and POD_NAMESPACE from metadata.namespace are emulated", e.Name)
 		}
-		o.Args = append(o.Args, "--namespace="+r.namespace)
 	}
 	o.Args = append(append(o.Args, "--shutdown-delay=200ms", "--idle-drain=1s"), extra...)
 	o.Kubeconfig = serviceAccountKubeconfig(t, r.namespace, spec.ServiceAccountName, filepath.Join(dir, "kubeconfig"))

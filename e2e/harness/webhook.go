@@ -35,6 +35,9 @@ type WebhookOptions struct {
 	ExcludeNamespaces []string
 	// Args are appended to the command line.
 	Args []string
+	// Env are NAME=value pairs added to the process's environment, as a
+	// container's env gives them.
+	Env []string
 	// Port is the webhook port when not 0 (e.g. one from FreePort, named in a
 	// webhook.url before the process starts); otherwise a free one is picked.
 	Port int
@@ -132,7 +135,7 @@ func (w *Webhook) Start(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Keep the server's own view of its namespace out of the test's
 	// environment; exclusions are given as flags.
-	cmd.Env = withoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG")
+	cmd.Env = append(withoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG"), w.opts.Env...)
 	if err := cmd.Start(); err != nil {
 		w.mu.Unlock()
 		return fmt.Errorf("starting sandbox-webhook serve: %w", err)
