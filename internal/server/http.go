@@ -76,7 +76,8 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 		// reads, are not counted and go before anything decodes them.
 		work := admission.CountWork(body)
 		body = work.StripStatus(body)
-		if extra := work.PartsCost(); extra > 0 && work.Excess() == "" {
+		if work.Excess() == "" {
+			extra := work.PartsCost()
 			if !s.budget.fitsMore(n, extra) {
 				s.tooMuchWork(w, start, work)
 				return
