@@ -1,13 +1,11 @@
 package mutate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -27,65 +25,9 @@ import (
 // operations are in path order, so the same mutation always gives the same
 // patch.
 //
-// When raw is exactly the typed encoding of original, as the API server
-// sends a pod it knows every field of, the patch is built from the regions
-// the core changes (see regionPatch), without encoding mutated or decoding
-// either document. Otherwise (an API server newer than this build, or
-// hand-written YAML) raw and mutated are diffed whole, which also rewrites
-// values the typed round trip spells differently (a quantity such as 2048Mi
-// becomes 2Gi). Both give the same operations whenever both apply.
+// Every value the typed round trip spells differently (a quantity such as
+// 2048Mi becomes 2Gi) is rewritten too, as the API server would store it.
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
-	typed, err := isTypedEncoding(raw, original)
-	if err != nil {
-		return nil, err
-	}
-	return PatchEncoded(raw, typed, original, mutated)
-}
-
-// PatchEncoded is Patch for a caller that has encoded original itself:
-// typed reports whether raw is byte for byte original's typed encoding
-// (encoding/json's, as Patch finds by encoding original again). It gives
-// the operations Patch gives for the same raw.
-func PatchEncoded(raw []byte, typed bool, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
-	if typed {
-		ops, ok, err := regionPatch(original, mutated)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			sortOps(ops)
-			return ops, nil
-		}
-	}
-	return diffPatch(raw, original, mutated)
-}
-
-// maxPooledBuffer is the largest buffer encodeBuffers keeps: many times a
-// sandbox pod's encoding.
-const maxPooledBuffer = 64 << 10
-
-// encodeBuffers recycles the buffers isTypedEncoding encodes into.
-var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// isTypedEncoding reports whether raw is byte for byte the encoding of pod.
-func isTypedEncoding(raw []byte, pod *corev1.Pod) (bool, error) {
-	buf := encodeBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		// A large pod's buffer is left to the collector: kept in the pool,
-		// it would hold its memory between large reviews.
-		if buf.Cap() <= maxPooledBuffer {
-			encodeBuffers.Put(buf)
-		}
-	}()
-	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(pod); err != nil {
-		return false, fmt.Errorf("encoding the original pod: %w", err)
-	}
-	return bytes.Equal(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), raw), nil
-}
-
-// diffPatch diffs raw and the encoding of mutated whole (see Patch).
-func diffPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
 	out, err := json.Marshal(mutated)
 	if err != nil {
 		return nil, fmt.Errorf("encoding mutated pod: %w", err)
@@ -94,6 +36,14 @@ func diffPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation
 	if err != nil {
 		return nil, fmt.Errorf("computing patch: %w", err)
 	}
+	return KeepIntended(ops, original)
+}
+
+// KeepIntended is what Patch keeps of the operations of a plain diff from
+// the pod as the client sent it to the encoding of mutated: every one but
+// the removals of what only the typed round trip of original lost and the
+// additions of empty objects, in path order.
+func KeepIntended(ops []jsonpatch.Operation, original *corev1.Pod) ([]jsonpatch.Operation, error) {
 	var typed any // the typed original as generic JSON, decoded on first need
 	kept := ops[:0]
 	for _, op := range ops {
@@ -119,9 +69,6 @@ func diffPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation
 	sortOps(kept)
 	return kept, nil
 }
-
-// rfc6901 escapes a key for a JSON pointer.
-var rfc6901 = strings.NewReplacer("~", "~0", "/", "~1")
 
 // sortOps puts operations in path order, so the same mutation always gives
 // the same patch (the diff walks maps in random order). Numeric segments

@@ -3,15 +3,15 @@ package admission
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"gomodules.xyz/jsonpatch/v2"
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,17 +38,19 @@ type Config struct {
 // call the API server: it runs on the admission path.
 type NamespaceLookup func(ctx context.Context, name string) (mutate.Namespace, bool)
 
-// Handler is the pod admission handler. It is safe for concurrent use.
+// Handler is the pod admission handler, a controller-runtime
+// admission.Handler. It is safe for concurrent use.
 type Handler struct {
 	config     *atomic.Pointer[Config]
 	namespaces NamespaceLookup
 	metrics    *Metrics
 	decoder    cradmission.Decoder
+	log        logr.Logger
 }
 
 // NewHandler returns a handler that reads the current Config from config on
-// every request and namespace facts from namespaces.
-func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metrics *Metrics) *Handler {
+// every request and namespace facts from namespaces, and logs to log.
+func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metrics *Metrics, log logr.Logger) *Handler {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		// Registering a compiled-in API group cannot fail.
@@ -59,24 +61,44 @@ func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metr
 		namespaces: namespaces,
 		metrics:    metrics,
 		decoder:    cradmission.NewDecoder(scheme),
+		log:        log.WithName("admission"),
 	}
 }
 
-// handleTimed answers one admission request (see handle) and counts it,
-// from start, the time its decoding started. pod is the request's object
-// when it is decoded already. It is the handler's one panic recovery: a
-// panic is answered with an errored review and counted as an error.
-func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (resp cradmission.Response) {
-	outcome := OutcomeError // unless handle returns
-	defer func() {
-		if r := recover(); r != nil {
-			log.get().Error(fmt.Errorf("panic: %v", r), "Admission handler panicked; answering with an error", "stack", string(debug.Stack()))
-			resp = cradmission.Errored(http.StatusInternalServerError,
-				fmt.Errorf("sandbox-webhook: internal error, the pod was not mutated (panic: %v)", r))
-		}
-		h.metrics.ObserveRequest(outcome, time.Since(start))
-	}()
-	resp, outcome = h.handle(ctx, log, req, pod)
+// Webhook is the admission path at Path: controller-runtime's admission
+// webhook around h, which reads the AdmissionReview (v1 or v1beta1),
+// decodes it, answers in its apiVersion with the request's UID and turns a
+// panic of h into an errored answer (code 500). A request whose body is not
+// an AdmissionReview it can read is answered with an errored review
+// (code 400), since an HTTP error would leave the decision to the webhook's
+// failurePolicy.
+func (h *Handler) Webhook() *cradmission.Webhook {
+	return &cradmission.Webhook{
+		Handler: h,
+		// The duration metric counts from before the review is decoded.
+		WithContextFunc: func(ctx context.Context, _ *http.Request) context.Context {
+			return context.WithValue(ctx, startKey{}, time.Now())
+		},
+		// The webhook logs a review it cannot read, and at debug level 5
+		// every request; the handler logs its decisions itself.
+		LogConstructor: func(logr.Logger, *cradmission.Request) logr.Logger { return h.log },
+	}
+}
+
+type startKey struct{}
+
+// Handle answers one admission request (see handle) and counts it. No
+// request logger is built unless a line is logged.
+func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
+	start, ok := ctx.Value(startKey{}).(time.Time)
+	if !ok {
+		start = time.Now()
+	}
+	// Counted as an error unless handle returns: the webhook answers a
+	// panic with code 500.
+	outcome := OutcomeError
+	defer func() { h.metrics.ObserveRequest(outcome, time.Since(start)) }()
+	resp, outcome := h.handle(ctx, &lazyLog{base: h.log, req: &req}, req)
 	return resp
 }
 
@@ -85,12 +107,12 @@ func (h *Handler) handleTimed(ctx context.Context, start time.Time, log *lazyLog
 // handleEphemeral); every other request is allowed unchanged with the
 // reason. Dry-run requests are handled like any other: the handler has no
 // side effects.
-func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
+func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request) (cradmission.Response, Outcome) {
 	if req.UID == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
 	}
 	if isEphemeralContainersUpdate(req) {
-		return h.handleEphemeral(log, req, pod)
+		return h.handleEphemeral(log, req)
 	}
 	if reason := skipRequest(req); reason != "" {
 		if log.v1() {
@@ -98,7 +120,7 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		}
 		return cradmission.Allowed(reason), OutcomeSkipped
 	}
-	pod, err := h.requestPod(req, pod)
+	pod, err := h.decodePod(req.Object)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
 	}
@@ -150,28 +172,63 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		decision(OutcomeDenied)
 		return cradmission.Denied(res.Denied).WithWarnings(warnings...), OutcomeDenied
 	}
-	var ops []jsonpatch.Operation
+	var patch []byte
 	if res.Changed {
 		// The core never writes the namespace (TestPatchNeverWritesTheNamespace):
 		// it stays whatever the client sent, often nothing.
-		if ops, err = mutate.Patch(req.Object.Raw, pod, res.Pod); err != nil {
+		if patch, err = h.patch(req.Object.Raw, pod, res.Pod); errors.Is(err, errPatchTooLarge) {
+			return errored(log, http.StatusUnprocessableEntity, err)
+		} else if err != nil {
 			return errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
 		}
 	}
-	if len(ops) == 0 {
+	if patch == nil {
 		reason := unchangedReason(res)
 		decision(OutcomeUnchanged, "reason", reason)
 		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
 	}
-	decision(OutcomeMutated, "operations", len(ops))
-	resp, err := patched("mutated by "+strings.Join(matchedPolicies(res), ", "), ops)
-	if errors.Is(err, errPatchTooLarge) {
-		return errored(log, http.StatusUnprocessableEntity, err)
-	}
-	if err != nil {
-		return errored(log, http.StatusInternalServerError, err)
-	}
+	decision(OutcomeMutated, "patchBytes", len(patch))
+	resp := cradmission.Allowed("mutated by " + strings.Join(matchedPolicies(res), ", "))
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.Patch, resp.PatchType = patch, &pt
 	return resp.WithWarnings(warnings...), OutcomeMutated
+}
+
+// MaxPatchBytes bounds the patch of one admission. A sandbox pod's is 1 to
+// 3 KiB; the pod caps (MaxContainers and the rest) keep any pod's well
+// below it, so only a policy set injecting into a pod near every cap could
+// reach it, and the pod is then refused rather than answered with a patch
+// the API server would hold in full for every webhook call.
+const MaxPatchBytes = 2 << 20
+
+var errPatchTooLarge = errors.New("no pod needs so large a patch")
+
+// patch returns the encoded JSONPatch from raw, the pod as the API server
+// sent it, to mutated, what the core made of original (raw decoded), or nil
+// when there is nothing to change: controller-runtime's diff of the two
+// documents, less what only the typed round trip changed
+// (mutate.KeepIntended).
+func (h *Handler) patch(raw []byte, original, mutated *corev1.Pod) ([]byte, error) {
+	out, err := json.Marshal(mutated)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the mutated pod: %w", err)
+	}
+	resp := cradmission.PatchResponseFromRaw(raw, out)
+	if resp.Result != nil && resp.Result.Code != http.StatusOK {
+		return nil, errors.New(resp.Result.Message)
+	}
+	ops, err := mutate.KeepIntended(resp.Patches, original)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxPatchBytes {
+		return nil, fmt.Errorf("the patch is %d bytes, more than %d: %w", len(b), MaxPatchBytes, errPatchTooLarge)
+	}
+	return b, nil
 }
 
 // isEphemeralContainersUpdate reports whether req adds ephemeral containers
@@ -182,17 +239,14 @@ func isEphemeralContainersUpdate(req cradmission.Request) bool {
 		req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update
 }
 
-// requestPod returns the request's pod: pod when the caller has decoded it
-// already, else the decoded object.
-func (h *Handler) requestPod(req cradmission.Request, pod *corev1.Pod) (*corev1.Pod, error) {
-	if len(req.Object.Raw) == 0 {
+// decodePod decodes the request's object as a v1 Pod (without apiVersion
+// and kind it is taken for one).
+func (h *Handler) decodePod(object runtime.RawExtension) (*corev1.Pod, error) {
+	if len(object.Raw) == 0 {
 		return nil, errors.New("the request carries no object")
 	}
-	if pod != nil {
-		return pod, nil
-	}
-	pod = &corev1.Pod{}
-	if err := h.decoder.DecodeRaw(req.Object, pod); err != nil {
+	pod := &corev1.Pod{}
+	if err := h.decoder.DecodeRaw(object, pod); err != nil {
 		return nil, fmt.Errorf("decoding the pod: %w", err)
 	}
 	return pod, nil
@@ -202,16 +256,15 @@ func (h *Handler) requestPod(req cradmission.Request, pod *corev1.Pod) (*corev1.
 // an ephemeral container it adds mounts a hostPath volume of the pod other
 // than read-only, whole and without propagation (see
 // ephemeralHostPathProblems), otherwise allowed unchanged. It never patches.
-func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request, pod *corev1.Pod) (cradmission.Response, Outcome) {
-	pod, err := h.requestPod(req, pod)
+func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request) (cradmission.Response, Outcome) {
+	pod, err := h.decodePod(req.Object)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
 	}
 	var old *corev1.Pod
 	if len(req.OldObject.Raw) > 0 {
-		old = &corev1.Pod{}
-		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
-			return errored(log, http.StatusBadRequest, fmt.Errorf("decoding the old pod: %w", err))
+		if old, err = h.decodePod(req.OldObject); err != nil {
+			return errored(log, http.StatusBadRequest, fmt.Errorf("the old object: %w", err))
 		}
 	}
 	if problems := ephemeralHostPathProblems(pod, old); len(problems) > 0 {

@@ -68,8 +68,8 @@ func newFixture(t testing.TB, set *policy.Set, opts mutate.Options) *fixture {
 	if set != nil {
 		f.config.Store(&Config{Policies: set, Options: opts})
 	}
-	f.handler = NewHandler(&f.config, f.lookup, NewMetrics(f.reg))
-	f.http = serveBody(f.handler.Review(logr.Discard()))
+	f.handler = NewHandler(&f.config, f.lookup, NewMetrics(f.reg), logr.Discard())
+	f.http = serve(f.handler)
 	return f
 }
 
@@ -85,23 +85,30 @@ func (f *fixture) admit(t testing.TB, req cradmission.Request) cradmission.Respo
 	return cradmission.Response{AdmissionResponse: *review.Response}
 }
 
-// serveBody reads the request body as the server does, once and whole, and
-// hands it to review.
-func serveBody(review ReviewFunc) http.Handler {
+// serve stands in for the server's guard: it reads the body, counts it,
+// refuses a pod beyond the caps and strips the statuses, and hands the rest
+// to h's webhook.
+func serve(h *Handler) http.Handler {
+	webhook := h.Webhook()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body []byte
-		var err error
-		if n := r.ContentLength; n > 0 {
-			body = make([]byte, n)
-			_, err = io.ReadFull(r.Body, body)
-		} else {
-			body, err = io.ReadAll(r.Body)
-		}
+		body := make([]byte, r.ContentLength)
+		_, err := io.ReadFull(r.Body, body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		review(w, r, body)
+		work := CountWork(body)
+		if code, _ := work.Refusal(); code != 0 {
+			h.metrics.ObserveRequest(OutcomeError, 0)
+			Refuse(w, work)
+			return
+		}
+		if body = work.StripStatus(body); len(body) == 0 {
+			r.Body = http.NoBody
+		} else {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		webhook.ServeHTTP(w, r)
 	})
 }
 

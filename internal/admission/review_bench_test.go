@@ -43,7 +43,8 @@ func BenchmarkReview(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := newFixture(b, set, mutate.Options{})
-		h := serveBody(f.handler.Review(log))
+		f.handler.log = log.WithName("admission")
+		h := serve(f.handler)
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")
@@ -74,7 +75,8 @@ func BenchmarkReviewRatio(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := newFixture(b, set, mutate.Options{})
-		h := serveBody(f.handler.Review(log))
+		f.handler.log = log.WithName("admission")
+		h := serve(f.handler)
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")

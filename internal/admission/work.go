@@ -1,11 +1,18 @@
 package admission
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 // Work is what a review asks the handler to hold while it decodes, mutates
@@ -39,6 +46,10 @@ type Work struct {
 	// UID is the review's request uid, for an answer the API server takes.
 	UID string
 
+	// notObject is set when the body is not a JSON object: no
+	// AdmissionReview, and a body the decoder might read as YAML, which the
+	// count does not price.
+	notObject bool
 	// statuses are the offsets of the object's and old object's status
 	// values in the body, for StripStatus.
 	statuses [][2]int
@@ -122,8 +133,9 @@ func (w Work) Excess() string {
 
 // CountWork counts the work in an AdmissionReview body without decoding it.
 // The scan reads valid JSON; on a body that is not, it may stop early or
-// miscount, which costs nothing: the decoder checks the whole body is valid
-// JSON before it allocates anything for it.
+// miscount, which costs nothing: a body that is not a JSON object is refused
+// (see Refusal), and the decoder checks that an object is valid JSON before
+// it allocates anything for it.
 func CountWork(body []byte) (w Work) {
 	w = Work{Bytes: int64(len(body))}
 	defer func() {
@@ -134,11 +146,8 @@ func CountWork(body []byte) (w Work) {
 	}()
 	s := scanner{b: body}
 	s.space()
-	if s.i >= len(s.b) {
-		return w
-	}
-	if s.b[s.i] != '{' {
-		s.count(&w)
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		w.notObject = true
 		return w
 	}
 	w.Objects++
@@ -327,21 +336,150 @@ func (s *scanner) count(w *Work) {
 	}
 }
 
-type workKey struct{}
-
-// WithWork returns ctx carrying w, the work the server counted in the
-// request's body (whose status it stripped), so that the handler does not
-// count it again.
-func WithWork(ctx context.Context, w Work) context.Context {
-	return context.WithValue(ctx, workKey{}, w)
+// Refusal says why a review is refused unprocessed, and the code of the
+// errored answer, or "": a body that is not a JSON object (400), a pod
+// beyond the caps (422, see Excess).
+func (w Work) Refusal() (code int32, reason string) {
+	if w.notObject {
+		return http.StatusBadRequest, "the body is not a JSON object; an AdmissionReview is sent as one"
+	}
+	if excess := w.Excess(); excess != "" {
+		return http.StatusUnprocessableEntity, excess
+	}
+	return 0, ""
 }
 
-// workOf returns the work the server counted in body, or counts it and
-// strips the statuses itself.
-func workOf(ctx context.Context, body []byte) (Work, []byte) {
-	if w, ok := ctx.Value(workKey{}).(Work); ok {
-		return w, body
+// Refuse answers a review that work refuses (see Refusal), unprocessed, with
+// an errored admission.k8s.io/v1 review: an answer, so the API server
+// refuses the pod whatever the failurePolicy.
+func Refuse(w http.ResponseWriter, work Work) {
+	code, reason := work.Refusal()
+	resp := cradmission.Errored(code, errors.New("sandbox-webhook: "+reason))
+	resp.UID = types.UID(work.UID)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: &resp.AdmissionResponse,
+	})
+}
+
+// object walks the JSON object at s.i (valid JSON), calling member with
+// each key (its bytes between the quotes, and whether it holds an escape)
+// and the scanner at the key's value, which member must skip or walk. It
+// stops, returning false, when member does.
+func (s *scanner) object(member func(key []byte, escaped bool) bool) bool {
+	s.i++ // '{'
+	for {
+		s.space()
+		if s.i >= len(s.b) {
+			return true
+		}
+		switch s.b[s.i] {
+		case '}':
+			s.i++
+			return true
+		case ',':
+			s.i++
+			s.space()
+		}
+		start := s.i + 1
+		escaped := s.str()
+		key := s.b[start : s.i-1]
+		s.space()
+		s.i++ // ':'
+		s.space()
+		if !member(key, escaped) {
+			return false
+		}
 	}
-	w := CountWork(body)
-	return w, w.StripStatus(body)
+}
+
+// scanner skips over parts of valid JSON.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// str skips the string at s.i and reports whether it holds an escape.
+func (s *scanner) str() (escaped bool) {
+	b := s.b
+	start := s.i + 1 // after the opening quote
+	i := start
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			s.i = len(b)
+			return escaped || bytes.IndexByte(b[start:], '\\') >= 0
+		}
+		q := i + j
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for k := q - 1; k >= start && b[k] == '\\'; k-- {
+			n++
+		}
+		if !escaped && bytes.IndexByte(b[i:q], '\\') >= 0 {
+			escaped = true
+		}
+		if n%2 == 0 {
+			s.i = q + 1
+			return escaped
+		}
+		i = q + 1
+	}
+}
+
+// structural marks the bytes value must look at inside an object or array.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// value skips the value at s.i.
+func (s *scanner) value() {
+	switch s.b[s.i] {
+	case '"':
+		s.str()
+	case '{', '[':
+		b, i, depth := s.b, s.i, 0
+		for i < len(b) {
+			c := b[i]
+			if !structural[c] {
+				i++
+				continue
+			}
+			switch c {
+			case '"':
+				s.i = i
+				s.str()
+				i = s.i
+				continue
+			case '{', '[':
+				depth++
+			default:
+				depth--
+			}
+			i++
+			if depth == 0 {
+				break
+			}
+		}
+		s.i = i
+	default: // number, true, false, null
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return
+			}
+			s.i++
+		}
+	}
 }

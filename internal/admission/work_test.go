@@ -3,6 +3,7 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -10,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -241,15 +242,20 @@ func TestPodsBeyondTheCapsAreRefused(t *testing.T) {
 
 // TestPatchBound: a patch above MaxPatchBytes is refused, not returned.
 func TestPatchBound(t *testing.T) {
-	small, err := patched("m", nil)
-	if err != nil || small.Patch == nil {
-		t.Fatalf("an empty patch: %v", err)
+	h := newFixture(t, nil, mutate.Options{}).handler
+	original := &corev1.Pod{}
+	raw, err := json.Marshal(original)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var big []byte
-	big, _ = json.Marshal(strings.Repeat("x", MaxPatchBytes))
-	_, err = patched("m", []jsonpatch.Operation{{Operation: "add", Path: "/x", Value: json.RawMessage(big)}})
-	if err == nil || !strings.Contains(err.Error(), "more than") {
-		t.Errorf("a patch of %d bytes: %v, want refused", len(big), err)
+	mutated := original.DeepCopy()
+	mutated.Annotations = map[string]string{"a": "x"}
+	if b, err := h.patch(raw, original, mutated); err != nil || !strings.Contains(string(b), `"/metadata/annotations"`) {
+		t.Fatalf("a small patch: %s, %v", b, err)
+	}
+	mutated.Annotations["a"] = strings.Repeat("x", MaxPatchBytes)
+	if _, err := h.patch(raw, original, mutated); !errors.Is(err, errPatchTooLarge) {
+		t.Errorf("a patch of more than %d bytes: %v, want refused", MaxPatchBytes, err)
 	}
 }
 
@@ -268,8 +274,11 @@ func FuzzCountWork(f *testing.F) {
 		if w.Bytes != int64(len(body)) {
 			t.Errorf("Bytes = %d for %d bytes", w.Bytes, len(body))
 		}
+		if trimmed := bytes.TrimLeft(body, " \t\r\n"); w.notObject != (len(trimmed) == 0 || trimmed[0] != '{') {
+			t.Fatalf("%q: notObject = %v", body, w.notObject)
+		}
 		objects, scalars, want, ok := referenceCount(body)
-		if !ok {
+		if !ok || w.notObject {
 			_ = w.StripStatus(slices.Clone(body)) // must not panic
 			return
 		}

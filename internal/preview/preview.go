@@ -66,8 +66,8 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if !p.Result.Changed {
 		return p, nil
 	}
-	base, typed := obj.PatchBase(raw, pod)
-	ops, err := mutate.PatchEncoded(base, typed, pod, p.Result.Pod)
+	base, _ := obj.PatchBase(raw, pod)
+	ops, err := mutate.Patch(base, pod, p.Result.Pod)
 	if err != nil {
 		return nil, err
 	}

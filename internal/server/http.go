@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,19 +13,22 @@ import (
 )
 
 // guard is the webhook's HTTP handler at admission.Path: it does what the
-// HTTP server does not do per request, then reads the body, once, and hands
-// it to review, the admission path. In order: the write deadline,
+// HTTP server does not do per request, then reads the body and hands it to
+// next, the admission webhook. In order: the write deadline,
 // "Connection: close" once shutdown began, so that the API server moves its
 // keep-alive connections elsewhere, a 503 while the first configuration or
 // the namespace cache is missing, the request body limit
 // (--max-request-bytes, 413), room for the body in the request budget before
 // it is read (503 when there is none within budgetWait) and a read deadline
-// sized to the body.
+// sized to the body; then, before anything of it is decoded, the pod's
+// parts are counted (admission.CountWork): a pod beyond the caps is refused
+// with an errored review (422), and room for processing the others is
+// taken from the budget (413 when the whole budget would not do).
 //
 // The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
 // server treats them as a failed call, and the webhook's failurePolicy
 // decides, as it would if this server were unreachable.
-func (s *server) guard(review admission.ReviewFunc) http.Handler {
+func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
@@ -71,27 +75,35 @@ func (s *server) guard(review admission.ReviewFunc) http.Handler {
 			return
 		}
 		// What decoding, mutating and patching the pod will hold, beyond
-		// the body, before any of it is decoded. A pod beyond the caps is
-		// refused by review, unprocessed. The statuses, which nothing
-		// reads, are not counted and go before anything decodes them.
+		// the body, before any of it is decoded. The statuses, which
+		// nothing reads, are not counted and go before anything decodes
+		// them.
 		work := admission.CountWork(body)
 		body = work.StripStatus(body)
-		if work.Excess() == "" {
-			extra := work.PartsCost()
-			if !s.budget.fitsMore(n, extra) {
-				s.tooMuchWork(w, start, work)
-				return
-			}
-			wait, cancel := context.WithTimeout(r.Context(), budgetWait)
-			releaseMore, err := s.budget.acquireMore(wait, n, extra)
-			cancel()
-			if err != nil {
-				s.busy(w, start, fmt.Sprintf("processing a review of %s (about %d bytes beside its body)", work, extra))
-				return
-			}
-			defer releaseMore()
+		if code, reason := work.Refusal(); code != 0 {
+			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
+			s.log.Info("Refused an admission request unprocessed", "uid", work.UID, "code", code, "reason", reason, "work", work.String())
+			admission.Refuse(w, work)
+			return
 		}
-		review(w, r.WithContext(admission.WithWork(r.Context(), work)), body)
+		extra := work.PartsCost()
+		if !s.budget.fitsMore(n, extra) {
+			s.tooMuchWork(w, start, work)
+			return
+		}
+		wait, cancel = context.WithTimeout(r.Context(), budgetWait)
+		releaseMore, err := s.budget.acquireMore(wait, n, extra)
+		cancel()
+		if err != nil {
+			s.busy(w, start, fmt.Sprintf("processing a review of %s (about %d bytes beside its body)", work, extra))
+			return
+		}
+		defer releaseMore()
+		r.Body, r.ContentLength = http.NoBody, int64(len(body))
+		if len(body) > 0 {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

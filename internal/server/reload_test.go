@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -246,7 +247,7 @@ func TestReloadsNeverMix(t *testing.T) {
 	lookup := func(context.Context, string) (mutate.Namespace, bool) {
 		return mutate.Namespace{Name: "sandboxes"}, true
 	}
-	review := admission.NewHandler(&config, lookup, admission.NewMetrics(reg)).Review(logr.Discard())
+	webhook := admission.NewHandler(&config, lookup, admission.NewMetrics(reg), logr.Discard()).Webhook()
 	body := reviewFor(t, "u", "sandboxes", sandboxPod)
 
 	var wg sync.WaitGroup
@@ -272,10 +273,10 @@ func TestReloadsNeverMix(t *testing.T) {
 	for range workers {
 		go func() {
 			for range perWorker {
-				r := httptest.NewRequest(http.MethodPost, admission.Path, nil)
+				r := httptest.NewRequest(http.MethodPost, admission.Path, bytes.NewReader(body))
 				r.Header.Set("Content-Type", "application/json")
 				w := httptest.NewRecorder()
-				review(w, r, body)
+				webhook.ServeHTTP(w, r)
 				var answer admissionv1.AdmissionReview
 				if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || answer.Response == nil {
 					errs <- fmt.Errorf("not an AdmissionReview answer: %s", w.Body.String())

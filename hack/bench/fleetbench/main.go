@@ -302,13 +302,13 @@ func handlerCPUPerReview(n int) (time.Duration, error) {
 	lookup := func(_ context.Context, name string) (mutate.Namespace, bool) {
 		return mutate.Namespace{Name: name, Labels: map[string]string{"kubernetes.io/metadata.name": name}}, true
 	}
-	review := admission.NewHandler(&config, lookup, admission.NewMetrics(prometheus.NewRegistry())).Review(logr.Discard())
+	webhook := admission.NewHandler(&config, lookup, admission.NewMetrics(prometheus.NewRegistry()), logr.Discard()).Webhook()
 	body := benchdata.Review(json.RawMessage(benchdata.Cases()[0].Pod))
 	serve := func() error {
 		r := httptest.NewRequest(http.MethodPost, admission.Path, bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
-		review(w, r, body)
+		webhook.ServeHTTP(w, r)
 		if w.Code != http.StatusOK {
 			return fmt.Errorf("handler answered %d: %s", w.Code, w.Body.String())
 		}
