@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
@@ -120,7 +119,7 @@ type checkReport struct {
 	// Exists is true for a pod read from the cluster: its annotation is
 	// compared with the policies.
 	Exists   bool                     `json:"exists"`
-	Webhooks []clustercheck.Selection `json:"webhooks"`
+	Webhooks []Selection `json:"webhooks"`
 	// PolicySource says where the policies were read from.
 	PolicySource   string         `json:"policySource"`
 	LeakMitigation string         `json:"leakMitigation"`
@@ -175,7 +174,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	if err != nil {
 		return err
 	}
-	rep.Webhooks = clustercheck.Select(configs, pod, ns, func(w *admissionregistrationv1.MutatingWebhook) (bool, string, error) {
+	rep.Webhooks = Select(configs, pod, ns, func(w *admissionregistrationv1.MutatingWebhook) (bool, string, error) {
 		return maprun.WebhookMatches(ctx, w.MatchConditions, w.FailurePolicy, pod, ns, "sandbox-webhook-check")
 	})
 
@@ -234,7 +233,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	}
 	matched := slices.ContainsFunc(res.Policies, func(pr mutate.PolicyResult) bool { return pr.Matched && pr.Enforcement == policy.Enforce })
 	if rep.Exists {
-		if rep.Drift, err = clustercheck.Drift(pod, res, sent, failurePolicy); err != nil {
+		if rep.Drift, err = Drift(pod, res, sent, failurePolicy); err != nil {
 			return err
 		}
 	}
@@ -256,7 +255,7 @@ func (rep *checkReport) verdict(installed, matched, sent bool) (string, bool) {
 		return "no sandbox-webhook MutatingWebhookConfiguration is installed: nothing sends pods to the webhook", false
 	case rep.PodSkipped != "":
 		return "not mutated: " + rep.PodSkipped, !matched
-	case matched && !sent && len(rep.Webhooks) > 0 && !slices.ContainsFunc(rep.Webhooks, func(s clustercheck.Selection) bool { return !s.ExcludedByName }):
+	case matched && !sent && len(rep.Webhooks) > 0 && !slices.ContainsFunc(rep.Webhooks, func(s Selection) bool { return !s.ExcludedByName }):
 		return "not mutated: the webhook configuration leaves namespace " + rep.Namespace + " out by name, on purpose", true
 	case matched && !sent:
 		return "not mutated: the policies select the pod, but no webhook configuration sends it to the webhook (see the fix above)", false

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	textout "github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -115,7 +114,7 @@ func (o *clusterCheckOptions) runInstall(ctx context.Context, streams command.IO
 		rep.addPolicyError(err)
 	} else {
 		rep.PolicySource = source
-		un := clustercheck.Reachable(set, configs)
+		un := Reachable(set, configs)
 		for _, u := range un {
 			rep.add("error", "policy "+u.Policy+" "+u.Block, u.Reason, u.Fix)
 		}
@@ -158,7 +157,7 @@ func (rep *installReport) servedPolicies(ctx context.Context, statusURL string, 
 
 // checkWebhook checks one webhook's caBundle, endpoints and certificate.
 func (rep *installReport) checkWebhook(ctx context.Context, cs kubernetes.Interface, subject string, w admissionregistrationv1.MutatingWebhook) {
-	pool, cas, err := clustercheck.CAPool(w.ClientConfig.CABundle)
+	pool, cas, err := CAPool(w.ClientConfig.CABundle)
 	if err != nil {
 		rep.add("error", subject, err.Error(), "set the caBundle to the CA that signed the serving certificate (cert-manager's cainjector, or the chart's webhook.caBundle)")
 		return
@@ -195,7 +194,7 @@ func (rep *installReport) checkWebhook(ctx context.Context, cs kubernetes.Interf
 			}
 		}
 		if ready == 0 {
-			rep.add("error", subject, fmt.Sprintf("service %s/%s has no ready endpoint: no replica answers (failurePolicy %s)", s.Namespace, s.Name, clustercheck.FailurePolicy(&w)),
+			rep.add("error", subject, fmt.Sprintf("service %s/%s has no ready endpoint: no replica answers (failurePolicy %s)", s.Namespace, s.Name, FailurePolicy(&w)),
 				"look at the webhook Deployment's pods: kubectl -n "+s.Namespace+" get pods,events")
 		} else {
 			rep.add("ok", subject, fmt.Sprintf("service %s/%s has %d ready endpoints", s.Namespace, s.Name, ready), "")
@@ -206,7 +205,7 @@ func (rep *installReport) checkWebhook(ctx context.Context, cs kubernetes.Interf
 		rep.add("error", subject, "clientConfig has neither url nor service", "")
 		return
 	}
-	serving, err := clustercheck.ServingCert(ctx, address, serverName, pool)
+	serving, err := ServingCert(ctx, address, serverName, pool)
 	if err != nil {
 		level := "error"
 		if w.ClientConfig.Service != nil {

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/clustercheck"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -44,7 +43,7 @@ verdict: drifted
 func TestTextReportOneLinePerItem(t *testing.T) {
 	rep := &checkReport{
 		Object: "Pod sandboxes/p",
-		Webhooks: []clustercheck.Selection{{
+		Webhooks: []Selection{{
 			Configuration: "sandbox-webhook", Webhook: "pods.sandbox-webhook.io", Sends: true, FailurePolicy: "Fail",
 			MatchConditions:     []string{"not-system: !request.userInfo.username.startsWith('system:') &&\nverdict: ok"},
 			MatchConditionsNote: "evaluated for this pod: all hold",

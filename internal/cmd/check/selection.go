@@ -1,9 +1,9 @@
-// Package clustercheck answers, for a pod on a live cluster, "will (or did)
-// sandbox-webhook mutate it, and if not, why?": whether a webhook
-// configuration sends the pod to the webhook at all, and whether a pod's
-// recorded mutation still matches what the current policies do. It is pure:
-// the caller reads the objects from the cluster.
-package clustercheck
+package check
+
+// What check asks of the objects it reads from the cluster, purely: whether
+// a webhook configuration sends the pod to the webhook at all (Select), and
+// whether a pod's recorded mutation still matches what the current
+// policies do (Drift).
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package clustercheck
+package check
 
 import (
 	"cmp"
