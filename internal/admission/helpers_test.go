@@ -98,9 +98,9 @@ func serve(h *Handler) http.Handler {
 			return
 		}
 		work := CountWork(body)
-		if code, _ := work.Refusal(); code != 0 {
+		if code, reason := work.Refusal(); code != 0 {
 			h.metrics.ObserveRequest(OutcomeError, 0)
-			Refuse(w, work)
+			Refuse(w, work.UID, code, reason)
 			return
 		}
 		if body = work.StripStatus(body); len(body) == 0 {

@@ -349,13 +349,12 @@ func (w Work) Refusal() (code int32, reason string) {
 	return 0, ""
 }
 
-// Refuse answers a review that work refuses (see Refusal), unprocessed, with
-// an errored admission.k8s.io/v1 review: an answer, so the API server
-// refuses the pod whatever the failurePolicy.
-func Refuse(w http.ResponseWriter, work Work) {
-	code, reason := work.Refusal()
+// Refuse answers the review of uid, unprocessed, with an errored
+// admission.k8s.io/v1 review of code and reason (see Work.Refusal): an
+// answer, so the API server refuses the pod whatever the failurePolicy.
+func Refuse(w http.ResponseWriter, uid string, code int32, reason string) {
 	resp := cradmission.Errored(code, errors.New("sandbox-webhook: "+reason))
-	resp.UID = types.UID(work.UID)
+	resp.UID = types.UID(uid)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},

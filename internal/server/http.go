@@ -83,7 +83,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		if code, reason := work.Refusal(); code != 0 {
 			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
 			s.log.Info("Refused an admission request unprocessed", "uid", work.UID, "code", code, "reason", reason, "work", work.String())
-			admission.Refuse(w, work)
+			admission.Refuse(w, work.UID, code, reason)
 			return
 		}
 		extra := work.PartsCost()
