@@ -118,7 +118,7 @@ type checkReport struct {
 	Namespace string `json:"namespace"`
 	// Exists is true for a pod read from the cluster: its annotation is
 	// compared with the policies.
-	Exists   bool                     `json:"exists"`
+	Exists   bool        `json:"exists"`
 	Webhooks []Selection `json:"webhooks"`
 	// PolicySource says where the policies were read from.
 	PolicySource   string         `json:"policySource"`
