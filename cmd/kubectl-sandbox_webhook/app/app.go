@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/check"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/dryrun"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/exportmap"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/importer"
 	testcmd "github.com/sandbox-webhook/sandbox-webhook/internal/cmd/test"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/validate"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
@@ -37,6 +38,7 @@ Try a policy offline before installing it:
 		testcmd.NewCommand(streams),
 		check.NewCommand(streams),
 		exportmap.NewCommand(),
+		importer.NewCommand(streams),
 		command.NewVersionCommand(streams),
 	)
 	// After the subcommands are added: their examples are renamed too.

@@ -1,0 +1,64 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// TestImportKyverno imports each Kyverno policy of testdata/kyverno (and
+// the notes' two policies together) and compares what it writes, what it
+// reports and its exit code with the golden files; whatever it writes must
+// load as the server loads policies.
+func TestImportKyverno(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"notes", []string{"notes-memory.yaml", "notes-disk.yaml"}},
+		{"notes-memory", []string{"notes-memory.yaml"}},
+		{"data-foreach", []string{"data-foreach.yaml"}},
+		{"proxy-env", []string{"proxy-env.yaml"}},
+		{"shm", []string{"--allow-partial", "shm.yaml"}},
+		{"unsupported", []string{"--allow-partial", "unsupported.yaml"}},
+		{"unsupported-strict", []string{"unsupported.yaml"}},
+		{"mutating-policy", []string{"mutating-policy.yaml"}},
+		{"directory", []string{"--allow-partial", "."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(golden.Path("testdata/kyverno"))
+			stdout, stderr, code := runCLI(t, "", append([]string{"import", "kyverno"}, tc.args...)...)
+			golden.Compare(t, "testdata/kyverno/"+tc.name+".golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+			if stdout == "" {
+				return
+			}
+			if _, err := policy.Parse(tc.name, []byte(stdout)); err != nil {
+				t.Errorf("the imported policies do not load: %v", err)
+			}
+			if code != 0 && code != 5 {
+				t.Errorf("wrote policies and exited %d", code)
+			}
+		})
+	}
+}
+
+// TestImportKyvernoStdin: - reads standard input; a name that would end a
+// comment line is escaped.
+func TestImportKyvernoStdin(t *testing.T) {
+	raw, err := os.ReadFile(golden.Path("testdata/kyverno/notes-memory.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Replace(string(raw), "rules:\n    - name: uv-cache-tmpfs", "rules:\n    - name: \"tmpfs\\nspec: {assets: [{name: x}]}\"", 1)
+	stdout, stderr, code := runCLI(t, in, "import", "kyverno", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, `rules: tmpfs\x0aspec: {assets`) || strings.Count(stdout, "\nspec:") != 1 {
+		t.Errorf("the rule's name is not escaped in the comment:\n%s", stdout)
+	}
+}

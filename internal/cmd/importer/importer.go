@@ -1,0 +1,160 @@
+// Package importer is the import command: Kyverno policies converted into
+// SandboxPolicy documents, every part left out reported.
+package importer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kyverno"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// NewCommand returns the import command and its kyverno subcommand.
+func NewCommand(streams command.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import",
+		Short: "Convert policies of another mutator into SandboxPolicies",
+	}
+	cmd.AddCommand(newKyvernoCommand(streams))
+	return cmd
+}
+
+func newKyvernoCommand(streams command.IOStreams) *cobra.Command {
+	var allowPartial bool
+	cmd := &cobra.Command{
+		Use:   "kyverno FILE|DIR|-...",
+		Short: "Convert Kyverno mutate policies into SandboxPolicy documents",
+		Long: `Read Kyverno ClusterPolicy and Policy documents (kyverno.io/v1 and v2beta1) and
+write the SandboxPolicy documents that do what their mutate rules do, each
+preceded by comments naming the Kyverno policy and rules it came from.
+
+Converted: emptyDir volumes (medium, sizeLimit) and read-only hostPath volumes
+mounted in every container ((name): "*", or a foreach over
+request.object.spec.containers and .initContainers), literal env (value
+overrides, +(value) adds when absent), pod-level and container memory limits
+and requests, in patchStrategicMerge and patchesJson6902 form; matches by kind
+(Pod, and the workloads whose pods Kyverno's auto-generated rules mutate),
+namespaces with wildcards, namespaceSelector and selector, excludes by
+namespace or pod labels, and preconditions that only check the operation. Two
+policies that differ only in the medium of their emptyDirs become one, with a
+note on --leak-mitigation.
+
+Everything else is reported rule by rule, with the file, policy, rule, field
+path and why, and never converted by a guess: validate and generate rules,
+context and JMESPath variables, other volume types, CPU, images, annotations,
+container-name conditions other than every container, Kyverno's CEL
+MutatingPolicy.
+
+Exits 0 when every mutate rule converted exactly. Otherwise nothing is
+written and it exits 1, unless --allow-partial: then what converted is
+written, each part left out is listed, and it exits 5.`,
+		Example: `  kubectl-sandbox_webhook import kyverno kyverno/uv-cache.yaml > policies/sandbox.yaml
+  kubectl get clusterpolicy sandbox-uv-cache -o yaml | kubectl-sandbox_webhook import kyverno -
+  kubectl-sandbox_webhook import kyverno --allow-partial kyverno/`,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return command.UsageErrorf("import kyverno needs a file, a directory or - for standard input")
+			}
+			var docs []kyverno.Document
+			for _, arg := range args {
+				d, err := read(arg, streams.In)
+				if err != nil {
+					return err
+				}
+				docs = append(docs, d...)
+			}
+			res := kyverno.Convert(docs)
+			return write(streams, res, allowPartial)
+		},
+	}
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false,
+		"write what converted when some parts did not (each listed), and exit 5")
+	return cmd
+}
+
+// read returns the documents of a file, of the policy files of a
+// directory, or of standard input (-).
+func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
+	if arg == "-" {
+		raw, err := io.ReadAll(io.LimitReader(stdin, yamllimit.MaxBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading standard input: %w", err)
+		}
+		if len(raw) > yamllimit.MaxBytes {
+			return nil, fmt.Errorf("standard input: %w", yamllimit.ErrTooLarge)
+		}
+		return kyverno.Split("-", bytes.NewReader(raw))
+	}
+	files, err := policy.Files(arg)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file", arg)
+	}
+	var docs []kyverno.Document
+	for _, f := range files {
+		raw, err := yamllimit.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		d, err := kyverno.Split(f, bytes.NewReader(raw))
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d...)
+	}
+	return docs, nil
+}
+
+// write prints the converted policies and what was left out, and returns
+// the error the exit code follows.
+func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) error {
+	errOut := output.NewTextWriter(streams.ErrOut)
+	for _, f := range res.Refused {
+		fmt.Fprintf(errOut, "refused: %s\n", f)
+	}
+	for _, f := range res.LeftOut {
+		fmt.Fprintf(errOut, "left out: %s\n", f)
+	}
+	exact := res.Exact()
+	if len(res.Policies) == 0 {
+		return errors.New("no Kyverno mutate rule converted")
+	}
+	if !exact && !allowPartial {
+		return fmt.Errorf("%d of %d mutate rules converted exactly, %d parts left out and %d refused; nothing written (--allow-partial writes what converted)",
+			res.Converted, res.Rules, len(res.LeftOut), len(res.Refused))
+	}
+	for i, c := range res.Policies {
+		if i > 0 {
+			fmt.Fprintln(streams.Out, "---")
+		}
+		if _, err := streams.Out.Write(c.YAML()); err != nil {
+			return err
+		}
+	}
+	if !exact {
+		return &command.ExitCodeError{Code: command.ExitPartial, Err: fmt.Errorf("%d of %d mutate rules converted exactly; %d parts left out and %d refused, listed above",
+			res.Converted, res.Rules, len(res.LeftOut), len(res.Refused))}
+	}
+	fmt.Fprintf(errOut, "%d mutate rules of %d Kyverno policy documents converted into %d SandboxPolicies\n", res.Rules, countFrom(res), len(res.Policies))
+	return nil
+}
+
+func countFrom(res kyverno.Result) int {
+	seen := map[string]bool{}
+	for _, c := range res.Policies {
+		for _, o := range c.From {
+			seen[o.Source+"\x00"+o.Policy] = true
+		}
+	}
+	return len(seen)
+}

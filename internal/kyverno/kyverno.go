@@ -1,0 +1,292 @@
+// Package kyverno converts Kyverno mutate policies of the shapes
+// sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
+// read-only hostPath mounts in every container, literal env, memory limits,
+// and matches by kind, namespace and labels. Every part it does not convert
+// is reported with its field path and why; nothing is dropped silently or
+// guessed.
+//
+// It reads the policies as generic YAML: the product does not link Kyverno,
+// and a field of a newer Kyverno that this package does not know is reported
+// like any other part it does not convert.
+package kyverno
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// Finding is one part of a Kyverno policy the import left out, or a
+// document it refused.
+type Finding struct {
+	Source string // the file, with #N for the Nth document
+	Policy string // "ClusterPolicy name"; "" when the document is not a policy
+	Rule   string // the rule's name; "" for the policy as a whole
+	Path   string // the field path in the document
+	Reason string
+}
+
+func (f Finding) String() string {
+	var b strings.Builder
+	b.WriteString(f.Source)
+	if f.Policy != "" {
+		b.WriteString(": " + f.Policy)
+	}
+	if f.Rule != "" {
+		b.WriteString(" rule " + f.Rule)
+	}
+	if f.Path != "" {
+		b.WriteString(": " + f.Path)
+	}
+	b.WriteString(": " + f.Reason)
+	return b.String()
+}
+
+// Origin names the Kyverno policy and rules a SandboxPolicy came from.
+type Origin struct {
+	Source, Policy string
+	Rules          []string
+}
+
+// Converted is one SandboxPolicy and where it came from.
+type Converted struct {
+	Policy policy.SandboxPolicy
+	From   []Origin
+	// Notes say what the reader should know: a merged disk variant, a
+	// behaviour that differs in a way no pod of the match is expected to
+	// see.
+	Notes []string
+}
+
+// Result is what an import made of its input.
+type Result struct {
+	Policies []Converted
+	// LeftOut lists every part of a mutate rule not converted; Refused the
+	// documents and rules not converted at all (validate rules, other
+	// kinds, CEL policies).
+	LeftOut, Refused []Finding
+	// Rules counts the mutate rules read, and Converted those converted
+	// whole.
+	Rules, Converted int
+}
+
+// Exact reports whether every mutate rule converted exactly and nothing was
+// refused.
+func (r Result) Exact() bool { return len(r.LeftOut) == 0 && len(r.Refused) == 0 }
+
+// Document is one YAML or JSON document of the input.
+type Document struct {
+	Source string
+	JSON   []byte
+}
+
+// maxDocument bounds one document of the input.
+const maxDocument = 4 << 20
+
+// Split reads the documents of one YAML (or JSON) stream; source names it.
+func Split(source string, r io.Reader) ([]Document, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	var docs []Document
+	for i := 1; ; i++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading document %d: %w", source, i, err)
+		}
+		if len(raw) > maxDocument {
+			return nil, fmt.Errorf("%s#%d: a document of %d bytes; the limit is %d", source, i, len(raw), maxDocument)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		js, err := sigsyaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s#%d: %w", source, i, err)
+		}
+		docs = append(docs, Document{Source: fmt.Sprintf("%s#%d", source, i), JSON: js})
+	}
+	if len(docs) == 1 {
+		docs[0].Source = source
+	}
+	return docs, nil
+}
+
+// stripComments drops the comment lines of a document, to tell an empty
+// one.
+func stripComments(raw []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(raw) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// Convert converts the Kyverno policies of docs.
+func Convert(docs []Document) Result {
+	var res Result
+	var all []*converted
+	for _, d := range docs {
+		all = append(all, convertDocument(d, &res)...)
+	}
+	for _, c := range merge(all) {
+		if _, err := policy.Parse(c.Policy.Metadata.Name, mustYAML(c.Policy)); err != nil {
+			o := c.From[0]
+			res.Refused = append(res.Refused, Finding{Source: o.Source, Policy: o.Policy,
+				Reason: "the SandboxPolicy it converts to is invalid: " + err.Error()})
+			continue
+		}
+		res.Policies = append(res.Policies, c)
+	}
+	return res
+}
+
+// YAML writes c as a SandboxPolicy document, preceded by comments naming
+// the Kyverno policies and rules it came from and its notes.
+func (c Converted) YAML() []byte {
+	var b bytes.Buffer
+	for _, o := range c.From {
+		// Names come from the input: escaped, none can end the comment.
+		fmt.Fprintf(&b, "# Imported from Kyverno %s (%s), rules: %s\n", output.EscapeControl(o.Policy), output.EscapeControl(o.Source),
+			output.EscapeControl(strings.Join(o.Rules, ", ")))
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(&b, "# Note: %s\n", output.EscapeControl(n))
+	}
+	b.Write(mustYAML(c.Policy))
+	return b.Bytes()
+}
+
+// mustYAML encodes a SandboxPolicy, which always encodes.
+func mustYAML(sp policy.SandboxPolicy) []byte {
+	out, err := sigsyaml.Marshal(sp)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// converted is a SandboxPolicy in the making, before policies that differ
+// only in their mode are merged.
+type converted struct {
+	Converted
+	kyvernoName string
+}
+
+func convertDocument(d Document, res *Result) []*converted {
+	doc, ok := decodeObject(d.JSON)
+	if !ok {
+		res.Refused = append(res.Refused, Finding{Source: d.Source, Reason: "not a YAML mapping"})
+		return nil
+	}
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	name, _ := nested(doc, "metadata", "name").(string)
+	group, _, _ := strings.Cut(apiVersion, "/")
+	switch {
+	case group == "policies.kyverno.io":
+		res.Refused = append(res.Refused, Finding{Source: d.Source, Policy: kind + " " + name,
+			Reason: "a CEL policy of " + apiVersion + "; import converts the kyverno.io ClusterPolicy and Policy (v1, v2beta1), which express the same mutations as patches: rewrite it as one, or as a SandboxPolicy"})
+		return nil
+	case (apiVersion != "kyverno.io/v1" && apiVersion != "kyverno.io/v2beta1") || (kind != "ClusterPolicy" && kind != "Policy"):
+		res.Refused = append(res.Refused, Finding{Source: d.Source, Policy: strings.TrimSpace(kind + " " + name),
+			Reason: fmt.Sprintf("not a Kyverno ClusterPolicy or Policy (apiVersion %q, kind %q)", apiVersion, kind)})
+		return nil
+	}
+	c := &policyConverter{source: d.Source, label: kind + " " + name, res: res}
+	if kind == "Policy" {
+		ns, _ := nested(doc, "metadata", "namespace").(string)
+		if ns == "" {
+			ns = "default"
+		}
+		c.namespace = ns
+	}
+	return c.convert(name, doc)
+}
+
+func decodeObject(js []byte) (map[string]any, bool) {
+	var v any
+	if sigsyaml.Unmarshal(js, &v) != nil {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	return m, ok
+}
+
+// nested returns the value at the keys, or nil.
+func nested(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// sortedKeys returns m's keys in order, so that findings come in the same
+// order every run.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// merge joins policies that differ only in their mode (the notes' memory
+// policy and its disk variant) into one, of the memory mode, and validates
+// what it returns.
+func merge(all []*converted) []Converted {
+	var out []Converted
+	byKey := map[string]int{}
+	names := map[string]int{}
+	for _, c := range all {
+		spec := c.Policy.Spec
+		spec.Mode = ""
+		key, _ := json.Marshal(spec)
+		if i, ok := byKey[string(key)]; ok && out[i].Policy.Spec.Mode != c.Policy.Spec.Mode {
+			o := &out[i]
+			memory, disk := o, c.Converted
+			if o.Policy.Spec.Mode == policy.ModeDisk {
+				o.Policy.Spec.Mode = policy.ModeMemory
+				disk = Converted{From: o.From}
+				o.From = c.From
+			}
+			memory.From = append(memory.From, disk.From...)
+			memory.Notes = append(memory.Notes, c.Notes...)
+			memory.Notes = append(memory.Notes, fmt.Sprintf("%s is this policy with its caches on disk: run the server with --leak-mitigation on to get it (the chart's leakMitigation), off or policy for this one", disk.From[0].Policy))
+			continue
+		}
+		byKey[string(key)] = len(out)
+		if n := names[c.Policy.Metadata.Name]; n > 0 {
+			names[c.Policy.Metadata.Name]++
+			c.Policy.Metadata.Name = fmt.Sprintf("%s-%d", c.Policy.Metadata.Name, n+1)
+		} else {
+			names[c.Policy.Metadata.Name] = 1
+		}
+		out = append(out, c.Converted)
+	}
+	for i := range out {
+		if out[i].Policy.Spec.Mode == policy.ModeDisk || slices.ContainsFunc(out[i].Notes, func(n string) bool { return strings.Contains(n, "--leak-mitigation on") }) {
+			out[i].Notes = append(out[i].Notes, "in disk mode sandbox-webhook also moves the pod's own memory-backed emptyDirs to disk (list those to keep, /dev/shm for one, in spec.keepMemoryVolumes); the Kyverno policy left them")
+		}
+	}
+	return out
+}

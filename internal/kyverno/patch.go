@@ -1,0 +1,543 @@
+package kyverno
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// Which container lists a part goes into.
+const (
+	inContainers = 1 << iota
+	inInit
+)
+
+// injection is what one rule, or the rules of one match, put into a pod.
+type injection struct {
+	volumes []volume
+	mounts  map[string]*mount // by volume name
+	env     []envVar
+	memory  *policy.Memory
+	init    bool // the per-container parts reach init containers too
+}
+
+type volume struct {
+	name      string
+	medium    string // emptyDir
+	sizeLimit string
+	hostPath  *policy.HostPathSource
+	path      *field.Path
+}
+
+type mount struct {
+	mountPath string
+	readOnly  bool
+	lists     int
+	path      *field.Path
+}
+
+type envVar struct {
+	policy.EnvVar
+	lists int
+}
+
+func newInjection() *injection { return &injection{mounts: map[string]*mount{}} }
+
+// compatible reports whether o can join inj in one SandboxPolicy: no part
+// of one contradicts the other.
+func (inj *injection) compatible(o *injection) bool {
+	if inj.memory != nil && o.memory != nil {
+		return false
+	}
+	for _, v := range o.volumes {
+		if slices.ContainsFunc(inj.volumes, func(w volume) bool { return w.name == v.name }) {
+			return false
+		}
+	}
+	for _, e := range o.env {
+		if slices.ContainsFunc(inj.env, func(f envVar) bool { return f.Name == e.Name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// add joins o, compatible, into inj.
+func (inj *injection) add(o *injection) {
+	inj.volumes = append(inj.volumes, o.volumes...)
+	for k, v := range o.mounts {
+		inj.mounts[k] = v
+	}
+	inj.env = append(inj.env, o.env...)
+	if o.memory != nil {
+		inj.memory = o.memory
+	}
+}
+
+// check leaves out, with the reason, what cannot become a SandboxPolicy
+// part, and settles which container lists the rule reaches.
+func (inj *injection) check(r *ruleConverter) {
+	lists := 0
+	reach := func(l int, path *field.Path, what string) bool {
+		switch {
+		case l&inContainers == 0:
+			r.leave(path, what+" goes into init containers only; a SandboxPolicy's parts go into the app containers, and the init containers too or not")
+			return false
+		case lists != 0 && l != lists:
+			r.leave(path, what+" goes into other container lists than the rule's other parts; a SandboxPolicy puts all its parts into the same containers")
+			return false
+		}
+		lists = l
+		return true
+	}
+	var kept []volume
+	mode := ""
+	for _, v := range inj.volumes {
+		m := inj.mounts[v.name]
+		switch {
+		case m == nil:
+			r.leave(v.path, fmt.Sprintf("volume %q is mounted in no container; a SandboxPolicy mounts its volumes in every container it selects", v.name))
+			continue
+		case m.mountPath == "/dev" || strings.HasPrefix(m.mountPath, "/dev/"):
+			r.leave(m.path, fmt.Sprintf("volume %q is mounted at %s: sandbox-webhook mounts nothing under /dev; a pod's own /dev/shm stays in memory in disk mode when listed in spec.keepMemoryVolumes", v.name, m.mountPath))
+			continue
+		case v.hostPath != nil && !m.readOnly:
+			r.leave(m.path, fmt.Sprintf("hostPath volume %q is mounted writable; sandbox-webhook mounts host paths read-only only", v.name))
+			continue
+		case v.hostPath == nil && m.readOnly:
+			r.leave(m.path, fmt.Sprintf("emptyDir %q is mounted read-only; a cache is writable", v.name))
+			continue
+		case !reach(m.lists, m.path, fmt.Sprintf("the mount of volume %q", v.name)):
+			continue
+		}
+		if v.hostPath == nil {
+			md := "disk"
+			if v.medium == "Memory" {
+				md = "memory"
+			}
+			if mode != "" && md != mode {
+				r.leave(v.path, fmt.Sprintf("emptyDir %q is on %s, another of the rule's on %s; a SandboxPolicy puts all its caches on one medium", v.name, md, mode))
+				continue
+			}
+			mode = md
+		}
+		kept = append(kept, v)
+	}
+	for name, m := range inj.mounts {
+		if !slices.ContainsFunc(inj.volumes, func(v volume) bool { return v.name == name }) {
+			r.leave(m.path, fmt.Sprintf("mounts volume %q, which the rule does not add; a SandboxPolicy mounts only the volumes it adds", name))
+		}
+	}
+	inj.volumes = kept
+	var env []envVar
+	for i, e := range inj.env {
+		if reach(e.lists, field.NewPath("env").Index(i), fmt.Sprintf("env var %s", e.Name)) {
+			env = append(env, e)
+		}
+	}
+	inj.env = env
+	inj.init = lists&inInit != 0
+}
+
+// spec is the SandboxPolicy spec of inj, the match left to the caller.
+func (inj *injection) spec() policy.Spec {
+	var s policy.Spec
+	for _, v := range inj.volumes {
+		m := inj.mounts[v.name]
+		if v.hostPath != nil {
+			s.Assets = append(s.Assets, policy.Asset{Name: v.name, MountPath: m.mountPath, HostPath: v.hostPath})
+			continue
+		}
+		s.Caches = append(s.Caches, policy.Cache{Name: v.name, MountPath: m.mountPath, SizeLimit: v.sizeLimit})
+		if v.medium != "Memory" {
+			s.Mode = policy.ModeDisk
+		} else {
+			s.Mode = policy.ModeMemory
+		}
+	}
+	for _, e := range inj.env {
+		s.Env = append(s.Env, e.EnvVar)
+	}
+	s.Memory = inj.memory
+	if !inj.init {
+		s.Containers.InitContainers = ptr.To(false)
+	}
+	return s
+}
+
+// isAnchor reports whether a key is a Kyverno anchor: (k), +(k), =(k),
+// X(k), <(k), ^(k).
+func isAnchor(k string) bool {
+	return strings.HasSuffix(k, ")") && strings.Contains(k, "(")
+}
+
+// pod reads a strategic merge patch of a pod. lists is set inside a
+// foreach: the containers it iterates.
+func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, lists []string) {
+	for _, k := range sortedKeys(p) {
+		kp := path.Child(k)
+		if k != "spec" {
+			r.leave(kp, "not converted: sandbox-webhook writes a pod's spec only (and its own status annotation)")
+			continue
+		}
+		spec, _ := p[k].(map[string]any)
+		for _, sk := range sortedKeys(spec) {
+			sp := kp.Child(sk)
+			switch sk {
+			case "volumes":
+				list, _ := spec[sk].([]any)
+				for i, v := range list {
+					vm, _ := v.(map[string]any)
+					r.volume(inj, vm, sp.Index(i))
+				}
+			case "containers", "initContainers":
+				list, _ := spec[sk].([]any)
+				l := inContainers
+				if sk == "initContainers" {
+					l = inInit
+				}
+				if lists != nil && !slices.Contains(lists, sk) {
+					r.leave(sp, fmt.Sprintf("patches %s while iterating %s; the element it names is not one of them", sk, strings.Join(lists, " and ")))
+					continue
+				}
+				for i, c := range list {
+					cm, _ := c.(map[string]any)
+					r.container(inj, cm, sp.Index(i), l, lists != nil)
+				}
+			case "resources":
+				res, _ := spec[sk].(map[string]any)
+				r.memory(inj, res, sp, policy.LevelPod)
+			default:
+				r.leave(sp, "not converted: sandbox-webhook adds volumes, mounts, env and memory only")
+			}
+		}
+	}
+}
+
+// elementName matches the name a foreach patch gives its element.
+var elementName = regexp.MustCompile(`^\{\{\s*element\.name\s*\}\}$`)
+
+// container reads one container element of a patch: in a foreach, the
+// iterated element; otherwise it must be every container, (name): "*".
+func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.Path, list int, inForeach bool) {
+	named := false
+	for _, k := range sortedKeys(c) {
+		kp := path.Child(k)
+		switch {
+		case k == "(name)" && !inForeach:
+			if c[k] != "*" {
+				r.leave(kp, fmt.Sprintf("a condition on container names (%v): a SandboxPolicy goes into every container, less the names it excludes; write the selection in spec.containers", c[k]))
+				return
+			}
+			named = true
+		case k == "name" && inForeach:
+			if s, _ := c[k].(string); !elementName.MatchString(s) {
+				r.leave(kp, "the patch names another container than the foreach element")
+				return
+			}
+			named = true
+		case k == "name":
+			r.leave(kp, fmt.Sprintf("name %v without the (name) anchor adds or edits the container of that name; in Kyverno only (name): \"*\" means every container", c[k]))
+			return
+		}
+	}
+	if !named {
+		r.leave(path, "the patch does not say which containers; (name): \"*\" (or a foreach over the containers) means every container")
+		return
+	}
+	for _, k := range sortedKeys(c) {
+		kp := path.Child(k)
+		switch k {
+		case "(name)", "name":
+		case "volumeMounts":
+			mounts, _ := c[k].([]any)
+			for i, m := range mounts {
+				mm, _ := m.(map[string]any)
+				r.mount(inj, mm, kp.Index(i), list)
+			}
+		case "env":
+			env, _ := c[k].([]any)
+			for i, e := range env {
+				em, _ := e.(map[string]any)
+				r.env(inj, em, kp.Index(i), list)
+			}
+		case "resources":
+			res, _ := c[k].(map[string]any)
+			r.memory(inj, res, kp, policy.LevelContainer)
+		default:
+			r.leave(kp, "not converted: sandbox-webhook adds mounts, env and memory to containers only")
+		}
+	}
+}
+
+func (r *ruleConverter) volume(inj *injection, v map[string]any, path *field.Path) {
+	name, _ := v["name"].(string)
+	if name == "" {
+		r.leave(path, "a volume without a plain name")
+		return
+	}
+	vol := volume{name: name, path: path}
+	for _, k := range sortedKeys(v) {
+		kp := path.Child(k)
+		switch k {
+		case "name":
+		case "emptyDir":
+			ed, _ := v[k].(map[string]any)
+			for _, ek := range sortedKeys(ed) {
+				switch ek {
+				case "medium":
+					vol.medium, _ = ed[ek].(string)
+					if vol.medium != "Memory" && vol.medium != "" {
+						r.leave(kp.Child(ek), fmt.Sprintf("medium %q: an emptyDir is on Memory or on disk", vol.medium))
+						return
+					}
+				case "sizeLimit":
+					vol.sizeLimit = quantity(ed[ek])
+				default:
+					r.leave(kp.Child(ek), "not converted: an emptyDir field this import does not know")
+					return
+				}
+			}
+		case "hostPath":
+			hp, _ := v[k].(map[string]any)
+			vol.hostPath = &policy.HostPathSource{}
+			for _, hk := range sortedKeys(hp) {
+				switch hk {
+				case "path":
+					vol.hostPath.Path, _ = hp[hk].(string)
+				case "type":
+					vol.hostPath.Type, _ = hp[hk].(string)
+				default:
+					r.leave(kp.Child(hk), "not converted: a hostPath field this import does not know")
+					return
+				}
+			}
+		default:
+			r.leave(kp, "a volume of another type than emptyDir or hostPath: sandbox-webhook adds caches (emptyDir) and read-only data (hostPath, image)")
+			return
+		}
+	}
+	if vol.hostPath == nil && !slices.Contains(sortedKeys(v), "emptyDir") {
+		r.leave(path, "a volume of no type")
+		return
+	}
+	inj.volumes = append(inj.volumes, vol)
+}
+
+func (r *ruleConverter) mount(inj *injection, m map[string]any, path *field.Path, list int) {
+	name, _ := m["name"].(string)
+	mountPath, _ := m["mountPath"].(string)
+	if name == "" || mountPath == "" {
+		r.leave(path, "a mount without a plain name and mountPath")
+		return
+	}
+	mt := &mount{mountPath: mountPath, lists: list, path: path}
+	for _, k := range sortedKeys(m) {
+		switch k {
+		case "name", "mountPath":
+		case "readOnly":
+			mt.readOnly, _ = m[k].(bool)
+		default:
+			r.leave(path.Child(k), "not converted: a SandboxPolicy mounts whole volumes, without propagation")
+			return
+		}
+	}
+	if old, ok := inj.mounts[name]; ok {
+		if old.mountPath != mountPath || old.readOnly != mt.readOnly {
+			r.leave(path, fmt.Sprintf("volume %q is mounted at two paths; a SandboxPolicy mounts a volume once per container", name))
+			return
+		}
+		old.lists |= list
+		return
+	}
+	inj.mounts[name] = mt
+}
+
+func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, list int) {
+	name, _ := e["name"].(string)
+	if name == "" {
+		r.leave(path, "an env var without a plain name")
+		return
+	}
+	ev := envVar{EnvVar: policy.EnvVar{Name: name}, lists: list}
+	set := false
+	for _, k := range sortedKeys(e) {
+		switch k {
+		case "name":
+		case "value":
+			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Override, true
+		case "+(value)":
+			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Keep, true
+		default:
+			r.leave(path.Child(k), "not converted: a SandboxPolicy sets literal values (value, or +(value) when absent)")
+			return
+		}
+	}
+	if !set {
+		r.leave(path, "an env var without a value")
+		return
+	}
+	for i := range inj.env {
+		if inj.env[i].Name == name && inj.env[i].EnvVar == ev.EnvVar {
+			inj.env[i].lists |= list
+			return
+		}
+	}
+	inj.env = append(inj.env, ev)
+}
+
+// memory reads resources of the pod or of every container: memory limits
+// and requests.
+func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.Path, level policy.Level) {
+	for _, k := range sortedKeys(res) {
+		kp := path.Child(k)
+		if k != "limits" && k != "requests" {
+			r.leave(kp, "not converted: a SandboxPolicy sets memory limits and requests only")
+			continue
+		}
+		rl, _ := res[k].(map[string]any)
+		for _, rk := range sortedKeys(rl) {
+			rp := kp.Child(rk)
+			if rk != "memory" && rk != "+(memory)" {
+				r.leave(rp, "not converted: a SandboxPolicy sets memory only")
+				continue
+			}
+			if inj.memory == nil {
+				inj.memory = &policy.Memory{Level: level}
+			}
+			if inj.memory.Level != level {
+				r.leave(rp, "memory at the pod level and in the containers: a SandboxPolicy sets one or the other")
+				continue
+			}
+			if k == "limits" {
+				inj.memory.Limit = quantity(rl[rk])
+			} else {
+				inj.memory.Request = quantity(rl[rk])
+			}
+			if rk == "memory" {
+				r.leave(rp, fmt.Sprintf("replaces any memory %s the %s sets; sandbox-webhook keeps the %s's own and raises the headroom to what the pod asks for (converted so; +(memory) says add-if-absent)",
+					strings.TrimSuffix(k, "s"), map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level],
+					map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level]))
+			}
+		}
+	}
+	if inj.memory != nil && inj.memory.Limit == "" {
+		r.leave(path, "a memory request without a limit: a SandboxPolicy's memory is a limit (with an optional request)")
+		inj.memory = nil
+	}
+}
+
+// jsonPatch reads a patchesJson6902 (a YAML string of operations). lists is
+// set inside a foreach: the containers it iterates.
+func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists []string) {
+	var ops []any
+	switch p := v.(type) {
+	case string:
+		if err := sigsyaml.Unmarshal([]byte(p), &ops); err != nil {
+			r.leave(path, "not a list of JSON patch operations: "+err.Error())
+			return
+		}
+	case []any:
+		ops = p
+	}
+	listBit := 0
+	for _, l := range lists {
+		listBit |= map[string]int{"containers": inContainers, "initContainers": inInit}[l]
+	}
+	for i, o := range ops {
+		op, _ := o.(map[string]any)
+		opName, _ := op["op"].(string)
+		p, _ := op["path"].(string)
+		value, _ := op["value"].(map[string]any)
+		ip := path.Index(i)
+		segs := strings.Split(elementIndex.ReplaceAllString(p, "*"), "/")
+		switch {
+		case opName == "add" && len(segs) == 4 && segs[1] == "spec" && segs[2] == "volumes" && value != nil:
+			r.volume(inj, value, ip.Child("value"))
+		case (opName == "add" || opName == "replace") && p == "/spec/resources/limits/memory":
+			r.memory(inj, map[string]any{"limits": map[string]any{"memory": op["value"]}}, ip, policy.LevelPod)
+		case len(segs) >= 4 && segs[1] == "spec" && (segs[2] == "containers" || segs[2] == "initContainers") && segs[3] != "*":
+			r.leave(ip.Child("path"), fmt.Sprintf("%s names one container by its index; every container needs a foreach over request.object.spec.%s", p, segs[2]))
+		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
+			switch segs[4] {
+			case "volumeMounts":
+				r.mount(inj, value, ip.Child("value"), listBit)
+			case "env":
+				r.env(inj, value, ip.Child("value"), listBit)
+				r.notes = append(r.notes, fmt.Sprintf("%s: appending env var %v adds a second entry when the container sets it already (the later wins); sandbox-webhook replaces the container's own value instead", ip, value["name"]))
+			default:
+				r.leave(ip, "not converted: sandbox-webhook adds mounts and env to containers only")
+			}
+		default:
+			r.leave(ip, fmt.Sprintf("%s %s: not converted; sandbox-webhook adds volumes, mounts, env and memory only", opName, p))
+		}
+	}
+}
+
+var elementIndex = regexp.MustCompile(`\{\{\s*elementIndex\s*\}\}`)
+
+// foreachLists are the lists a foreach may iterate, with what they hold.
+var foreachLists = map[string][]string{
+	"request.object.spec.containers":     {"containers"},
+	"request.object.spec.initContainers": {"initContainers"},
+}
+
+func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
+	entries, _ := v.([]any)
+	for i, e := range entries {
+		em, _ := e.(map[string]any)
+		ep := path.Index(i)
+		list, _ := em["list"].(string)
+		lists, ok := foreachLists[strings.ReplaceAll(list, " ", "")]
+		if !ok {
+			r.leave(ep.Child("list"), fmt.Sprintf("iterates %q; import converts a foreach over request.object.spec.containers or .initContainers", list))
+			continue
+		}
+		for _, k := range sortedKeys(em) {
+			kp := ep.Child(k)
+			switch k {
+			case "list", "order":
+			case "patchStrategicMerge":
+				p, _ := em[k].(map[string]any)
+				r.pod(inj, p, kp, lists)
+			case "patchesJson6902":
+				r.jsonPatch(inj, em[k], kp, lists)
+			default: // preconditions, context, nested foreach
+				r.leave(kp, "not converted: a foreach with "+k+" decides per container on what a SandboxPolicy cannot express")
+			}
+		}
+	}
+}
+
+// quantity returns a quantity written as a string or a number.
+func quantity(v any) string { return scalar(v) }
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+func strictJSON(js []byte, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}

@@ -1,0 +1,270 @@
+package kyverno
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// policyConverter converts the rules of one Kyverno policy.
+type policyConverter struct {
+	source, label string
+	namespace     string // a namespaced Policy's namespace
+	res           *Result
+}
+
+// Spec fields of a Kyverno policy that say how Kyverno runs it, not what a
+// pod becomes: left to Kyverno, with nothing to convert.
+var runtimeSpecFields = map[string]bool{
+	"background": true, "validationFailureAction": true, "validationFailureActionOverrides": true,
+	"failurePolicy": true, "webhookTimeoutSeconds": true, "schemaValidation": true,
+	"mutateExistingOnPolicyUpdate": true, "generateExisting": true, "generateExistingOnPolicyUpdate": true,
+	"useServerSideApply": true, "emitWarning": true, "applyRules": true,
+}
+
+func (c *policyConverter) refuse(rule string, path *field.Path, reason string) {
+	c.res.Refused = append(c.res.Refused, Finding{Source: c.source, Policy: c.label, Rule: rule, Path: pathString(path), Reason: reason})
+}
+
+func pathString(p *field.Path) string {
+	if p == nil {
+		return ""
+	}
+	return p.String()
+}
+
+func (c *policyConverter) convert(name string, doc map[string]any) []*converted {
+	spec, _ := doc["spec"].(map[string]any)
+	specPath := field.NewPath("spec")
+	if admission, ok := spec["admission"].(bool); ok && !admission {
+		c.refuse("", specPath.Child("admission"), "the policy is not applied at admission (admission: false); there is nothing for a webhook to replace")
+		return nil
+	}
+	var policyLeftOut []Finding
+	for _, k := range sortedKeys(spec) {
+		if k == "rules" || k == "admission" || runtimeSpecFields[k] {
+			continue
+		}
+		policyLeftOut = append(policyLeftOut, Finding{Source: c.source, Policy: c.label, Path: specPath.Child(k).String(),
+			Reason: "not converted: a policy setting this import does not know"})
+	}
+	rules, _ := spec["rules"].([]any)
+	if len(rules) == 0 {
+		c.refuse("", specPath.Child("rules"), "the policy has no rules")
+		return nil
+	}
+	type group struct {
+		key   string
+		match policy.Match
+		inj   *injection
+		rules []string
+		notes []string
+	}
+	var groups []*group
+	for i, r := range rules {
+		rp := specPath.Child("rules").Index(i)
+		rule, _ := r.(map[string]any)
+		rc := &ruleConverter{policyConverter: c, path: rp}
+		rc.name, _ = rule["name"].(string)
+		if rc.name == "" {
+			rc.name = fmt.Sprintf("#%d", i+1)
+		}
+		m, inj, ok := rc.convert(rule)
+		if !ok {
+			continue
+		}
+		c.res.Rules++
+		if len(rc.leftOut) == 0 {
+			c.res.Converted++
+		}
+		c.res.LeftOut = append(c.res.LeftOut, rc.leftOut...)
+		key, _ := json.Marshal(struct {
+			M policy.Match
+			I bool
+		}{m, inj.init})
+		if n := len(groups); n > 0 && groups[n-1].key == string(key) && groups[n-1].inj.compatible(inj) {
+			g := groups[n-1]
+			g.inj.add(inj)
+			g.rules = append(g.rules, rc.name)
+			g.notes = append(g.notes, rc.notes...)
+			continue
+		}
+		groups = append(groups, &group{key: string(key), match: m, inj: inj, rules: []string{rc.name}, notes: rc.notes})
+	}
+	c.res.LeftOut = append(c.res.LeftOut, policyLeftOut...)
+	var out []*converted
+	for i, g := range groups {
+		if len(g.inj.volumes) == 0 && len(g.inj.env) == 0 && g.inj.memory == nil {
+			continue // nothing of it converted: the findings say why
+		}
+		n := name
+		if i > 0 {
+			n = name + "-" + sanitize(g.rules[0])
+		}
+		sp := policy.SandboxPolicy{Metadata: policy.Metadata{Name: n}}
+		sp.APIVersion, sp.Kind = policy.APIVersion, policy.Kind
+		sp.Spec = g.inj.spec()
+		sp.Spec.Match = g.match
+		out = append(out, &converted{
+			Converted:   Converted{Policy: sp, From: []Origin{{Source: c.source, Policy: c.label, Rules: g.rules}}, Notes: g.notes},
+			kyvernoName: name,
+		})
+	}
+	return out
+}
+
+// sanitize makes a rule name fit a policy name.
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// ruleConverter converts one rule.
+type ruleConverter struct {
+	*policyConverter
+	name    string
+	path    *field.Path
+	leftOut []Finding
+	notes   []string
+}
+
+// leave records a part of the rule that is not converted.
+func (r *ruleConverter) leave(path *field.Path, reason string) {
+	r.leftOut = append(r.leftOut, Finding{Source: r.source, Policy: r.label, Rule: r.name, Path: pathString(path), Reason: reason})
+}
+
+// Rule fields that say how Kyverno reports or runs the rule.
+var runtimeRuleFields = map[string]bool{"name": true, "skipBackgroundRequests": true, "reportProperties": true, "imageExtractors": true}
+
+// convert returns the rule's match and what it injects; ok is false when
+// the rule is refused whole (and said why).
+func (r *ruleConverter) convert(rule map[string]any) (policy.Match, *injection, bool) {
+	for _, kind := range []string{"validate", "generate", "verifyImages"} {
+		if _, ok := rule[kind]; ok {
+			r.refuse(r.name, r.path.Child(kind), "a "+kind+" rule, not a mutation: sandbox-webhook only mutates pods; keep it in Kyverno (or a ValidatingAdmissionPolicy)")
+			return policy.Match{}, nil, false
+		}
+	}
+	mutate, ok := rule["mutate"].(map[string]any)
+	if !ok {
+		r.refuse(r.name, r.path.Child("mutate"), "the rule has no mutate block")
+		return policy.Match{}, nil, false
+	}
+	for _, k := range []string{"context", "celPreconditions"} {
+		if _, ok := rule[k]; ok {
+			r.refuse(r.name, r.path.Child(k), "the rule reads variables (context, JMESPath or CEL) that a SandboxPolicy cannot express; a policy decides on the pod's labels, namespace and containers only")
+			return policy.Match{}, nil, false
+		}
+	}
+	for _, k := range []string{"mutateExisting", "targets"} {
+		if _, ok := mutate[k]; ok {
+			r.refuse(r.name, r.path.Child("mutate", k), "mutates existing resources; sandbox-webhook patches pods only at their CREATE")
+			return policy.Match{}, nil, false
+		}
+	}
+	if !r.preconditions(rule["preconditions"], r.path.Child("preconditions")) {
+		return policy.Match{}, nil, false
+	}
+	m, ok := r.match(rule)
+	if !ok {
+		return policy.Match{}, nil, false
+	}
+	for _, k := range sortedKeys(rule) {
+		switch {
+		case k == "match" || k == "exclude" || k == "preconditions" || k == "mutate" || runtimeRuleFields[k]:
+		default:
+			r.leave(r.path.Child(k), "not converted: a rule field this import does not know")
+		}
+	}
+	inj := newInjection()
+	mp := r.path.Child("mutate")
+	for _, k := range sortedKeys(mutate) {
+		switch k {
+		case "patchStrategicMerge":
+			p, _ := mutate[k].(map[string]any)
+			r.pod(inj, p, mp.Child(k), nil)
+		case "patchesJson6902":
+			r.jsonPatch(inj, mutate[k], mp.Child(k), nil)
+		case "foreach":
+			r.foreach(inj, mutate[k], mp.Child(k))
+		default:
+			r.leave(mp.Child(k), "not converted: a mutation this import does not know")
+		}
+	}
+	inj.check(r)
+	return m, inj, true
+}
+
+// preconditions accepts only checks of the operation that admit CREATE:
+// sandbox-webhook mutates at CREATE only, so they change nothing.
+func (r *ruleConverter) preconditions(v any, path *field.Path) bool {
+	if v == nil {
+		return true
+	}
+	var conds []any
+	var condPath *field.Path
+	switch p := v.(type) {
+	case []any: // the legacy form: every condition must hold
+		conds, condPath = p, path
+	case map[string]any:
+		for _, k := range sortedKeys(p) {
+			list, _ := p[k].([]any)
+			if (k != "all" && k != "any") || (k == "any" && len(list) > 1) {
+				r.refuse(r.name, path.Child(k), "preconditions other than a check of the operation cannot be expressed in a SandboxPolicy")
+				return false
+			}
+			conds, condPath = append(conds, list...), path.Child(k)
+		}
+	}
+	for i, c := range conds {
+		if !createCheck(c) {
+			r.refuse(r.name, condPath.Index(i), "a precondition other than a check of the operation (that admits CREATE) cannot be expressed in a SandboxPolicy")
+			return false
+		}
+	}
+	return true
+}
+
+// createCheck reports whether cond checks only request.operation, in a
+// way CREATE passes.
+func createCheck(cond any) bool {
+	m, ok := cond.(map[string]any)
+	if !ok {
+		return false
+	}
+	key, _ := m["key"].(string)
+	if !strings.Contains(strings.ReplaceAll(key, " ", ""), "{{request.operation") {
+		return false
+	}
+	op, _ := m["operator"].(string)
+	var values []string
+	switch v := m["value"].(type) {
+	case string:
+		values = []string{v}
+	case []any:
+		for _, x := range v {
+			s, _ := x.(string)
+			values = append(values, s)
+		}
+	}
+	has := slices.Contains(values, "CREATE")
+	switch op {
+	case "Equals", "Equal", "In", "AnyIn", "AllIn":
+		return has
+	case "NotEquals", "NotEqual", "NotIn", "AnyNotIn", "AllNotIn":
+		return !has
+	}
+	return false
+}
