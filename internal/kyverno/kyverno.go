@@ -164,8 +164,10 @@ func (c Converted) YAML() []byte {
 		fmt.Fprintf(&b, "# Imported from Kyverno %s (%s), rules: %s\n", output.EscapeControl(o.Policy), output.EscapeControl(o.Source),
 			output.EscapeControl(strings.Join(o.Rules, ", ")))
 	}
-	for _, n := range c.Notes {
-		fmt.Fprintf(&b, "# Note: %s\n", output.EscapeControl(n))
+	for i, n := range c.Notes {
+		if !slices.Contains(c.Notes[:i], n) {
+			fmt.Fprintf(&b, "# Note: %s\n", output.EscapeControl(n))
+		}
 	}
 	b.Write(mustYAML(c.Policy))
 	return b.Bytes()
@@ -197,6 +199,18 @@ func convertDocument(d Document, res *Result) []*converted {
 	kind, _ := doc["kind"].(string)
 	name, _ := nested(doc, "metadata", "name").(string)
 	group, _, _ := strings.Cut(apiVersion, "/")
+	if apiVersion == "v1" && kind == "List" { // kubectl get -o yaml
+		items, _ := doc["items"].([]any)
+		var out []*converted
+		for i, item := range items {
+			js, err := json.Marshal(item)
+			if err != nil {
+				continue // a decoded document always encodes
+			}
+			out = append(out, convertDocument(Document{Source: fmt.Sprintf("%s items[%d]", d.Source, i), JSON: js}, res)...)
+		}
+		return out
+	}
 	switch {
 	case group == "policies.kyverno.io":
 		res.Refused = append(res.Refused, Finding{Source: d.Source, Policy: kind + " " + name,
@@ -250,9 +264,9 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// merge joins policies that differ only in their mode (the notes' memory
-// policy and its disk variant) into one, of the memory mode, and validates
-// what it returns.
+// merge joins policies that do the same into one, and those that differ
+// only in their mode (the notes' memory policy and its disk variant) into
+// one of the memory mode.
 func merge(all []*converted) []Converted {
 	var out []Converted
 	byKey := map[string]int{}
@@ -261,7 +275,13 @@ func merge(all []*converted) []Converted {
 		spec := c.Policy.Spec
 		spec.Mode = ""
 		key, _ := json.Marshal(spec)
-		if i, ok := byKey[string(key)]; ok && out[i].Policy.Spec.Mode != c.Policy.Spec.Mode {
+		if i, ok := byKey[string(key)]; ok && out[i].Policy.Spec.Mode == c.Policy.Spec.Mode {
+			// The same policy twice (two copies of one, or two Kyverno
+			// policies doing the same): one SandboxPolicy does it.
+			out[i].From = append(out[i].From, c.From...)
+			out[i].Notes = append(out[i].Notes, c.Notes...)
+			continue
+		} else if ok {
 			o := &out[i]
 			memory, disk := o, c.Converted
 			if o.Policy.Spec.Mode == policy.ModeDisk {

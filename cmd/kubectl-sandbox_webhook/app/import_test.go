@@ -21,6 +21,7 @@ func TestImportKyverno(t *testing.T) {
 	}{
 		{"notes", []string{"notes-memory.yaml", "notes-disk.yaml"}},
 		{"notes-memory", []string{"notes-memory.yaml"}},
+		{"kubectl-get", []string{"kubectl-get.json"}},
 		{"data-foreach", []string{"data-foreach.yaml"}},
 		{"proxy-env", []string{"proxy-env.yaml"}},
 		{"shm", []string{"--allow-partial", "shm.yaml"}},
