@@ -71,6 +71,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	go vet ./...
 	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
 	cd e2e && go vet -tags nodee2e ./node/ ./cluster/ ./harness/
+	cd e2e && go vet -tags kyvernoparity ./kyvernoparity/
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
 	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
@@ -136,6 +137,10 @@ cluster-e2e: ## A single-node cluster in its own network and mount namespaces: t
 	MATRIX=newest bash hack/tools.sh
 	bash hack/node-tools.sh cluster
 	cd e2e && go test -tags nodee2e -count=1 -v -timeout $(CLUSTER_E2E_TIMEOUT) ./cluster/
+
+.PHONY: kyverno-parity
+kyverno-parity: build-cli ## Kyverno's own engine (its CLI, built into bin/ once) against dry-run of the import, on the golden pods (docs/migrate-from-kyverno.md).
+	KYVERNO=$$(bash hack/kyverno.sh) && cd e2e && KYVERNO=$$KYVERNO go test -tags kyvernoparity -count=1 -v ./kyvernoparity/
 
 NODE_LEAK_PODS ?= 100
 NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv

@@ -378,6 +378,7 @@ func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, 
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Override, true
 		case "+(value)":
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Keep, true
+			r.leave(path.Child(k), fmt.Sprintf("Kyverno keeps a container's own %s, but adds it without a value to a container that lacks it (the anchor guards the value, not the variable); converted as onConflict: keep, which sets the value there", name))
 		default:
 			r.leave(path.Child(k), "not converted: a SandboxPolicy sets literal values (value, or +(value) when absent)")
 			return
@@ -430,6 +431,9 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 					map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level]))
 			}
 		}
+	}
+	if inj.memory != nil && level == policy.LevelContainer {
+		r.leave(path, "Kyverno sets each memory field a container lacks; sandbox-webhook's container level gives its limit and request only to a container without a memory limit, on a pod without pod-level memory, and never a limit below the container's request (converted so)")
 	}
 	if inj.memory != nil && inj.memory.Limit == "" {
 		r.leave(path, "a memory request without a limit: a SandboxPolicy's memory is a limit (with an optional request)")
@@ -498,7 +502,8 @@ func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
 		em, _ := e.(map[string]any)
 		ep := path.Index(i)
 		list, _ := em["list"].(string)
-		lists, ok := foreachLists[strings.ReplaceAll(list, " ", "")]
+		// "|| `[]`" makes the list empty where the pod has none.
+		lists, ok := foreachLists[strings.TrimSuffix(strings.ReplaceAll(list, " ", ""), "||`[]`")]
 		if !ok {
 			r.leave(ep.Child("list"), fmt.Sprintf("iterates %q; import converts a foreach over request.object.spec.containers or .initContainers", list))
 			continue

@@ -1,0 +1,374 @@
+//go:build kyvernoparity
+
+// Package kyvernoparity holds `make kyverno-parity`: each Kyverno policy of
+// testdata/kyverno that imports exactly is applied to the golden pods by
+// Kyverno's own engine (its CLI, built from the Go module proxy), and its
+// import by dry-run; the two pods must be equal field for field, but for
+// the differences listed in intended (and in docs/migrate-from-kyverno.md),
+// each with its reason.
+package kyvernoparity
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+)
+
+// policies are the corpus policies that import exactly.
+var policies = []string{"notes-memory.yaml", "notes-disk.yaml", "data-foreach.yaml", "proxy-env.yaml"}
+
+// The differences docs/migrate-from-kyverno.md lists as intended. Before
+// the pods are compared, both are canonicalised (a typed round trip, as the
+// apiserver stores them: 2048Mi is 2Gi) and the lists whose elements
+// Kubernetes keys by name or mount path are sorted: Kyverno's strategic
+// merge puts what it adds first, the webhook last (so that $(VAR)
+// references to a pod's own variables keep resolving); order has no other
+// meaning in them. Then these are taken out of the webhook's pod:
+//
+//   - the sandbox-webhook.io/status annotation, which records what each
+//     policy did (from both pods: the webhook replaces one the pod forged);
+//   - in disk mode, the medium of the pod's own memory-backed emptyDirs,
+//     which the webhook moves to disk too;
+//   - the pod-level memory request, which the webhook always sets (else the
+//     apiserver defaults it to the limit), where Kyverno's pod has none;
+//   - a pod-level memory limit the webhook raised to what the pod's
+//     containers ask for.
+//
+// podDifferences are the corpus pods on which the two differ on purpose, and
+// why; each must still differ, or the entry is stale.
+var podDifferences = map[string]string{
+	"existing-uv-cache-volume":        "the pod has its own volume named like the cache: the webhook keeps it as it is; Kyverno's merge rewrites its sizeLimit and mounts it at the cache path",
+	"existing-uv-mount":               "the pod mounts its own volume at the cache path: the webhook keeps it; Kyverno's merge (keyed by mountPath) replaces the pod's mount with its cache",
+	"mount-paths-spelled-differently": "the pod mounts its own volumes at /root/.cache/uv/ and /root/.cache: the webhook keeps them; Kyverno adds a second mount at the same place, which the container runtime cannot honour",
+	"hostile-writable-sidecar":        "a container mounts a volume named like the cache elsewhere: the webhook injects no cache for it; Kyverno adds the volume under the pod's mount",
+	"hostile-mount-elsewhere":         "a container mounts, writable at /data, an undeclared volume named like the host-path asset: the webhook injects nothing (the apiserver refuses the pod); Kyverno declares the volume, handing the container the host path read-write",
+	"hostile-forged-status":           "the pod mounts the asset's volume with propagation from the host and forges the status annotation: the webhook injects nothing; Kyverno declares the host path under that mount",
+	"hostile-own-volume":              "the pod has its own volume named like the host-path asset: the webhook keeps it; Kyverno's merge adds the host path to it, writable at the pod's mount",
+	"windows":                         "a Windows pod: the webhook leaves it (no tmpfs, no uv cache path there); the Kyverno policy has no such exception",
+}
+
+func TestKyvernoParity(t *testing.T) {
+	root, err := harness.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kyverno := os.Getenv("KYVERNO")
+	cli := filepath.Join(root, "bin", "kubectl-sandbox_webhook")
+	for _, bin := range []string{kyverno, cli} {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%v: make kyverno-parity builds the binaries and sets KYVERNO", err)
+		}
+	}
+	dir := t.TempDir()
+	namespaces := namespaceFile(t, root, dir)
+	pods := namedPods(t, root, dir)
+	compared, mutated := 0, 0
+	differed := map[string]bool{}
+	for _, p := range policies {
+		t.Run(p, func(t *testing.T) {
+			kyvernoPolicy := filepath.Join(root, "testdata", "kyverno", p)
+			imported := filepath.Join(dir, strings.TrimSuffix(p, ".yaml")+".sandbox.yaml")
+			out, stderr := run(t, "", cli, "import", "kyverno", kyvernoPolicy)
+			if err := os.WriteFile(imported, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("import: %s", bytes.TrimSpace(stderr))
+			kyvernoOut := filepath.Join(dir, "kyverno-"+strings.TrimSuffix(p, ".yaml"))
+			if err := os.MkdirAll(kyvernoOut, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"apply", kyvernoPolicy, "--values-file", filepath.Join(dir, "values.yaml"), "-o", kyvernoOut, "--remove-color"}
+			for _, pod := range pods {
+				args = append(args, "--resource", pod)
+			}
+			run(t, "", kyverno, args...)
+			for _, pod := range pods {
+				name := podName(t, pod)
+				webhook, _ := run(t, "", cli, "dry-run", "-p", imported, "-f", pod, "--namespaces", namespaces, "-o", "json")
+				got := generic(t, webhook, "dry-run of "+pod)
+				want := generic(t, read(t, pod), pod)
+				if b, err := os.ReadFile(filepath.Join(kyvernoOut, name+"-mutated.yaml")); err == nil {
+					want = generic(t, b, "kyverno's "+name)
+				}
+				compared++
+				if !cmp.Equal(generic(t, read(t, pod), pod), want) {
+					mutated++
+				}
+				w, g := canonical(t, want), canonical(t, got)
+				takeIntended(w, g, strings.Contains(string(read(t, imported)), "mode: disk"))
+				diffs := unexplained(w, g, "")
+				reason, listed := podDifferences[name]
+				switch {
+				case listed && len(diffs) > 0:
+					differed[name] = true
+					t.Logf("%s, pod %s: intended: %s (%d differences)", p, name, reason, len(diffs))
+				default:
+					for _, d := range diffs {
+						t.Errorf("%s, pod %s: %s", p, name, d)
+					}
+				}
+			}
+		})
+	}
+	for name := range podDifferences {
+		if !differed[name] {
+			t.Errorf("pod %s is listed in podDifferences, yet no policy's result differs on it", name)
+		}
+	}
+	t.Logf("%d pod and policy pairs compared, %d mutated by Kyverno", compared, mutated)
+	if mutated < compared/4 {
+		t.Errorf("Kyverno mutated only %d of %d: the corpus policies miss the pods, and parity proves nothing", mutated, compared)
+	}
+}
+
+// unexplained lists the differences between Kyverno's pod (want) and the
+// webhook's (got) that intended does not name.
+func unexplained(want, got any, path string) []string {
+	if cmp.Equal(want, got) {
+		return nil
+	}
+	wm, wok := want.(map[string]any)
+	gm, gok := got.(map[string]any)
+	if wok && gok {
+		var out []string
+		keys := map[string]bool{}
+		for k := range wm {
+			keys[k] = true
+		}
+		for k := range gm {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		slices.Sort(sorted)
+		for _, k := range sorted {
+			out = append(out, unexplained(wm[k], gm[k], path+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k))...)
+		}
+		return out
+	}
+	wl, wok := want.([]any)
+	gl, gok := got.([]any)
+	if wok && gok && len(wl) == len(gl) {
+		var out []string
+		for i := range wl {
+			out = append(out, unexplained(wl[i], gl[i], fmt.Sprintf("%s/%d", path, i))...)
+		}
+		return out
+	}
+	w, _ := json.Marshal(want)
+	g, _ := json.Marshal(got)
+	return []string{fmt.Sprintf("%s: Kyverno %s, webhook %s", path, w, g)}
+}
+
+// canonical is the pod as the apiserver would store it, its keyed lists
+// sorted.
+func canonical(t *testing.T, v any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(b, &pod); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(pod.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			slices.SortFunc(cs[i].VolumeMounts, func(a, b corev1.VolumeMount) int { return strings.Compare(a.MountPath, b.MountPath) })
+			slices.SortFunc(cs[i].Env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+		}
+	}
+	if b, err = json.Marshal(&pod); err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// takeIntended takes out of the webhook's pod (got) what it does on
+// purpose beyond Kyverno's (want), as the comment on podDifferences says.
+func takeIntended(want, got map[string]any, disk bool) {
+	for _, pod := range []map[string]any{want, got} {
+		if md, ok := pod["metadata"].(map[string]any); ok {
+			if a, ok := md["annotations"].(map[string]any); ok {
+				delete(a, "sandbox-webhook.io/status")
+				if len(a) == 0 {
+					delete(md, "annotations")
+				}
+			}
+		}
+	}
+	if disk {
+		wv, _ := nested(want, "spec", "volumes").([]any)
+		gv, _ := nested(got, "spec", "volumes").([]any)
+		for i := range min(len(wv), len(gv)) {
+			wm, gm := wv[i].(map[string]any), gv[i].(map[string]any)
+			if nested(wm, "emptyDir", "medium") == "Memory" && nested(gm, "emptyDir") != nil && nested(gm, "emptyDir", "medium") == nil && wm["name"] == gm["name"] {
+				gm["emptyDir"].(map[string]any)["medium"] = "Memory"
+			}
+		}
+	}
+	wr, _ := nested(want, "spec", "resources").(map[string]any)
+	gr, _ := nested(got, "spec", "resources").(map[string]any)
+	if gr == nil {
+		return
+	}
+	if req, ok := gr["requests"].(map[string]any); ok && nested(wr, "requests", "memory") == nil {
+		delete(req, "memory")
+		if len(req) == 0 {
+			delete(gr, "requests")
+		}
+	}
+	wl, _ := nested(wr, "limits", "memory").(string)
+	gl, _ := nested(gr, "limits", "memory").(string)
+	if wl != "" && gl != "" && wl != gl {
+		w, werr := resource.ParseQuantity(wl)
+		g, gerr := resource.ParseQuantity(gl)
+		if werr == nil && gerr == nil && g.Cmp(w) > 0 {
+			gr["limits"].(map[string]any)["memory"] = wl
+		}
+	}
+}
+
+func nested(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// namespaceFile writes the corpus namespaces, labelled as the corpus
+// policies select them, for dry-run, and the same as Kyverno's values file.
+func namespaceFile(t *testing.T, root, dir string) string {
+	t.Helper()
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := yaml.Unmarshal(read(t, filepath.Join(root, "testdata", "namespaces.yaml")), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range list.Items {
+		md := ns["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+		}
+		labels["sandbox.io/enabled"] = "true"
+		labels["kubernetes.io/metadata.name"] = md["name"]
+		md["labels"] = labels
+	}
+	nsFile := filepath.Join(dir, "namespaces.yaml")
+	write(t, nsFile, map[string]any{"apiVersion": "v1", "kind": "List", "items": list.Items})
+	write(t, filepath.Join(dir, "values.yaml"), map[string]any{
+		"apiVersion": "cli.kyverno.io/v1alpha1", "kind": "Value",
+		"namespaces":   list.Items,
+		"globalValues": map[string]any{"request.operation": "CREATE"},
+	})
+	return nsFile
+}
+
+// namedPods copies the corpus pods into dir, naming those that have only a
+// generateName after their file: Kyverno's CLI needs a name for each.
+func namedPods(t *testing.T, root, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "testdata", "pods", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus pods: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pods"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		pod := generic(t, read(t, f), f).(map[string]any)
+		md := pod["metadata"].(map[string]any)
+		if md["name"] == nil {
+			md["name"] = strings.TrimSuffix(filepath.Base(f), ".yaml")
+			delete(md, "generateName")
+		}
+		path := filepath.Join(dir, "pods", filepath.Base(f))
+		write(t, path, pod)
+		out = append(out, path)
+	}
+	return out
+}
+
+func write(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func podName(t *testing.T, path string) string {
+	t.Helper()
+	var pod struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(read(t, path), &pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod.Metadata.Name
+}
+
+// generic decodes one YAML or JSON object (the first document).
+func generic(t *testing.T, b []byte, what string) any {
+	t.Helper()
+	doc, _, _ := bytes.Cut(b, []byte("\n---"))
+	var v any
+	if err := yaml.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// run runs a binary, failing the test unless it exits 0.
+func run(t *testing.T, stdin, bin string, args ...string) (stdout, stderr []byte) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, out.Bytes(), errOut.Bytes())
+	}
+	return out.Bytes(), errOut.Bytes()
+}
