@@ -13,6 +13,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -193,6 +194,10 @@ func Drift(pod *corev1.Pod, res mutate.Result, sent bool, failurePolicy string) 
 	}
 	var drift []string
 	if !annotated {
+		if len(current) > 0 && res.PodSkipped == "" && onlyStatusAdded(pod, res.Pod) {
+			return append(drift, fmt.Sprintf("the pod has what the current policies (%s) inject, but sandbox-webhook did not put it there (no %s annotation): another mutator did, such as a Kyverno policy, which records nothing on the pod",
+				names(current), mutate.StatusAnnotation)), nil
+		}
 		if len(current) > 0 && res.PodSkipped == "" {
 			msg := fmt.Sprintf("the pod was not mutated, but the current policies select it (%s)", names(current))
 			switch {
@@ -235,4 +240,19 @@ func names(prs []mutate.PolicyResult) string {
 		n[i] = pr.Policy
 	}
 	return strings.Join(n, ", ")
+}
+
+// onlyStatusAdded reports whether mutated is pod with the status annotation
+// added and nothing else changed: the pod has everything the policies
+// inject.
+func onlyStatusAdded(pod, mutated *corev1.Pod) bool {
+	if mutated == nil {
+		return false
+	}
+	m := mutated.DeepCopy()
+	delete(m.Annotations, mutate.StatusAnnotation)
+	if len(m.Annotations) == 0 && len(pod.Annotations) == 0 {
+		m.Annotations = pod.Annotations
+	}
+	return equality.Semantic.DeepEqual(m, pod)
 }

@@ -106,6 +106,8 @@ spec:
 	fresh := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "sandbox"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	mutated := mutate.Pod(fresh, ns, set, mutate.Options{}).Pod
 	hash := set.Policies[0].Hash
+	byOther := mutated.DeepCopy()
+	byOther.Annotations = nil
 	older := mutated.DeepCopy()
 	older.Annotations[mutate.StatusAnnotation] = strings.Replace(older.Annotations[mutate.StatusAnnotation], hash, "0123456789ab", 1)
 	for _, c := range []struct {
@@ -122,6 +124,8 @@ spec:
 			"the pod was not mutated, but the current policies select it (seed): it was created while the webhook did not answer (failurePolicy Ignore), or before the policy or the webhook existed; recreate it"}},
 		{name: "not sent", pod: fresh, sent: false, want: []string{
 			"the pod was not mutated, but the current policies select it (seed): the webhook configuration does not send it"}},
+		{name: "mutated by another", pod: byOther, sent: true, failurePolicy: "Fail", want: []string{
+			"the pod has what the current policies (seed) inject, but sandbox-webhook did not put it there (no sandbox-webhook.io/status annotation): another mutator did, such as a Kyverno policy, which records nothing on the pod"}},
 		{name: "older hash", pod: older, sent: true, want: []string{
 			"policy seed: created under an older version (hash 0123456789ab; now " + hash + "); recreate the pod to get the current injection"}},
 		{name: "other mode", pod: mutated, sent: true, opts: mutate.Options{LeakMitigation: mutate.LeakMitigationOn}, want: []string{
