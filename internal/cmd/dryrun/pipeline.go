@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/predict"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -27,7 +28,7 @@ type pipeline struct {
 	o           *dryRunOptions
 	set         *policy.Set
 	opts        mutate.Options
-	target      kubeTarget // --kube-version, --feature-gates
+	target      predict.Target // --kube-version, --feature-gates
 	namespaces  map[string]map[string]string
 	extraLabels map[string]string
 	report      *preview.ReportWriter
@@ -161,14 +162,14 @@ func (p *pipeline) process(pos input.Position, doc map[string]any) error {
 	if !p.quiet() {
 		preview.WriteReport(p.report, dp)
 	}
-	var problems, notes []string
-	if p.o.check {
-		problems, notes = checkProblems(dp, p.target)
-		if len(problems) > 0 {
+	var problems []string
+	if p.o.predict {
+		verdict := predict.Pod(dp, p.target)
+		if problems = verdict.Problems; len(problems) > 0 {
 			p.rejected++
 		}
 		if !p.quiet() {
-			writeCheck(p.report, dp, problems, notes)
+			verdict.Write(p.report, dp.Name)
 		}
 	}
 	p.summary.add(dp, problems)
@@ -188,12 +189,13 @@ func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
 	for _, k := range podKinds {
 		if kind != k && strings.EqualFold(kind, k) {
 			p.note("%s: kind %q is not %q (kinds are case-sensitive; the apiserver knows no %q): passed through unchanged", name, kind, k, kind)
-			if p.o.check {
+			if p.o.predict {
 				p.rejected++
-				p.summary.reject(fmt.Sprintf("no kind %q is registered", kind))
+				var w *preview.ReportWriter
 				if !p.quiet() {
-					p.report.Line("check: %s: would be rejected: no kind %q is registered (did you mean %q?)", name, kind, k)
+					w = p.report
 				}
+				p.summary.reject(predict.UnknownKind(w, name, kind, k))
 			}
 			return
 		}
@@ -224,7 +226,7 @@ func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
 	if !ok && o.namespacesFile != "" && !p.unknownNamespaces[name] {
 		p.unknownNamespaces[name] = true
 		p.summary.unknownNamespaces++
-		p.note("note: namespace %q is not in --namespaces %s: the policies and --check see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
+		p.note("note: namespace %q is not in --namespaces %s: the policies and --predict see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
 	}
 	labels := make(map[string]string, len(known)+len(p.extraLabels)+1)
 	labels["kubernetes.io/metadata.name"] = name
