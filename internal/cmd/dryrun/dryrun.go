@@ -14,9 +14,7 @@ import (
 	"os"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
@@ -233,24 +231,6 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
 	}
 	return nil
-}
-
-// afterYAML re-derives the mutated object's YAML from its before-YAML and
-// patch, so diff shows exactly what the patch does.
-func afterYAML(p *preview.Pod) ([]byte, error) {
-	js, err := yaml.YAMLToJSON(p.Before)
-	if err != nil {
-		return nil, err
-	}
-	patch, err := jsonpatch.DecodePatch(p.Patch)
-	if err != nil {
-		return nil, err
-	}
-	out, err := patch.Apply(js)
-	if err != nil {
-		return nil, err
-	}
-	return yaml.JSONToYAML(out)
 }
 
 func parseLabels(kvs []string) (map[string]string, error) {
