@@ -161,6 +161,8 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 
 	out := bufio.NewWriterSize(streams.Out, 64<<10)
 	errOut := bufio.NewWriterSize(streams.ErrOut, 16<<10)
+	rendered := newRenderer(out)
+	defer rendered.stop()
 	p := &pipeline{
 		o:                 o,
 		set:               set,
@@ -170,7 +172,7 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 		extraLabels:       extraLabels,
 		unknownNamespaces: map[string]bool{},
 		report:            preview.NewReportWriter(errOut),
-		out:               newOutputWriter(o.output, out),
+		out:               newOutputWriter(o.output, rendered),
 		summary:           newFleetSummary(set),
 		progress:          newProgress(streams.ErrOut, o.output == "summary"),
 		flush:             func() error { return nil },
@@ -178,15 +180,15 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	if sameFile(streams.Out, streams.ErrOut) {
 		// A terminal, or 2>&1: each pod's report comes with its output,
 		// as the README shows it, not all reports after all objects.
-		p.flush = func() error { return cmp.Or(errOut.Flush(), out.Flush()) }
+		p.flush = func() error { return cmp.Or(rendered.sync(), errOut.Flush(), out.Flush()) }
 	}
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)
 	if err == nil {
-		err = p.finish(out, errOut)
+		err = p.finish(rendered, out, errOut)
 	}
 	p.progress.done()
-	return cmp.Or(err, out.Flush(), errOut.Flush())
+	return cmp.Or(err, rendered.sync(), out.Flush(), errOut.Flush())
 }
 
 // readAll streams every input through the pipeline, in order.
@@ -194,9 +196,9 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 	for _, name := range files {
 		var err error
 		if name == "-" {
-			err = input.ReadStream("stdin", stdin, p)
+			err = readAhead(func(v input.Visitor) error { return input.ReadStream("stdin", stdin, v) }, p)
 		} else {
-			err = input.ReadFile(name, p)
+			err = readAhead(func(v input.Visitor) error { return input.ReadFile(name, v) }, p)
 		}
 		if err != nil {
 			return err
@@ -207,7 +209,7 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 
 // finish writes what needs the whole input: the end of the -o output, the
 // --map comparison, the summary, and the verdicts.
-func (p *pipeline) finish(out, errOut io.Writer) error {
+func (p *pipeline) finish(rendered *renderer, out, errOut io.Writer) error {
 	if p.objects == 0 && p.lists == 0 {
 		return fmt.Errorf("no objects in the input (%s): nothing to do", strings.Join(p.o.filenames, ", "))
 	}
@@ -215,7 +217,7 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		// kubectl get of an empty namespace: zero pods, not a mistake.
 		p.report.Line("the input's Lists hold no items: nothing to mutate")
 	}
-	if err := p.out.close(); err != nil {
+	if err := cmp.Or(p.out.close(), rendered.sync()); err != nil {
 		return err
 	}
 	if p.o.mapCompare {

@@ -1,7 +1,6 @@
 package dryrun
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -22,8 +21,9 @@ import (
 )
 
 // pipeline is dry-run's input-to-output path: every object is read, mutated,
-// reported and written before the next is read, so memory does not grow
-// with the number of objects.
+// reported and written in order, the reading and writing a few objects
+// ahead and behind (ahead.go), so memory does not grow with the number of
+// objects.
 type pipeline struct {
 	o           *dryRunOptions
 	set         *policy.Set
@@ -252,9 +252,8 @@ func (p *pipeline) namespaceOf(obj input.Object) (mutate.Namespace, error) {
 }
 
 // outputWriter writes the -o output as the objects come, each as JSON. The
-// writers write to a bufio.Writer, which keeps the first write error: the
-// Flush at the end of the run returns it, so single writes need not be
-// checked.
+// writers write to a renderer, which keeps the first error: its sync at the
+// end of the run returns it, so single writes need not be checked.
 type outputWriter interface {
 	object(js []byte) error
 	listStart(head map[string]any) error
@@ -264,7 +263,7 @@ type outputWriter interface {
 	close() error
 }
 
-func newOutputWriter(format string, w *bufio.Writer) outputWriter {
+func newOutputWriter(format string, w *renderer) outputWriter {
 	switch format {
 	case "yaml":
 		return &yamlOutput{w: w}
@@ -321,7 +320,7 @@ const itemsKey = "items:\n"
 // List.
 type yamlOutput struct {
 	noOutput
-	w     *bufio.Writer
+	w     *renderer
 	docs  int
 	items int
 	after map[string]any
@@ -340,12 +339,8 @@ func (y *yamlOutput) object(js []byte) error {
 }
 
 func (y *yamlOutput) write(js []byte) error {
-	b, err := output.YAML(js)
-	if err != nil {
-		return err
-	}
-	_, err = y.w.Write(b)
-	return err
+	y.w.render(func() ([]byte, error) { return output.YAML(js) })
+	return nil
 }
 
 func (y *yamlOutput) marshal(m map[string]any) error {
@@ -371,12 +366,14 @@ func (y *yamlOutput) listItem(js []byte) error {
 		_, _ = y.w.WriteString(itemsKey)
 	}
 	y.items++
-	b, err := output.YAML(slices.Concat([]byte(`{"items":[`), js, []byte(`]}`)))
-	if err != nil {
-		return err
-	}
-	_, err = y.w.Write(b[len(itemsKey):])
-	return err
+	y.w.render(func() ([]byte, error) {
+		b, err := output.YAML(slices.Concat([]byte(`{"items":[`), js, []byte(`]}`)))
+		if err != nil {
+			return nil, err
+		}
+		return b[len(itemsKey):], nil
+	})
+	return nil
 }
 
 // listEnd writes the keys after "items". Keys that sort before "items" but
@@ -398,7 +395,7 @@ func (y *yamlOutput) listEnd(tail map[string]any) error {
 // List.
 type jsonOutput struct {
 	noOutput
-	w     *bufio.Writer
+	w     *renderer
 	items int
 	after map[string]any
 }
@@ -413,12 +410,11 @@ func indented(js []byte, prefix string) ([]byte, error) {
 }
 
 func (j *jsonOutput) object(js []byte) error {
-	b, err := indented(js, "")
-	if err != nil {
-		return err
-	}
-	_, _ = j.w.Write(b)
-	return j.w.WriteByte('\n')
+	j.w.render(func() ([]byte, error) {
+		b, err := indented(js, "")
+		return append(b, '\n'), err
+	})
+	return nil
 }
 
 func (j *jsonOutput) field(k string, v any) error {
@@ -456,13 +452,11 @@ func (j *jsonOutput) listItem(js []byte) error {
 		_ = j.w.WriteByte(',')
 	}
 	j.items++
-	b, err := indented(js, "    ")
-	if err != nil {
-		return err
-	}
-	_, _ = j.w.WriteString("\n    ")
-	_, err = j.w.Write(b)
-	return err
+	j.w.render(func() ([]byte, error) {
+		b, err := indented(js, "    ")
+		return append([]byte("\n    "), b...), err
+	})
+	return nil
 }
 
 func (j *jsonOutput) listEnd(tail map[string]any) error {
@@ -488,7 +482,7 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 // the first is held back.
 type patchOutput struct {
 	noOutput
-	w       *bufio.Writer
+	w       *renderer
 	n       int
 	pending patchLine
 }
@@ -543,28 +537,28 @@ func writePatchLine(w io.Writer, l patchLine) error {
 // diffOutput prints a unified diff of every changed pod object, one by one.
 type diffOutput struct {
 	noOutput
-	w *bufio.Writer
+	w *renderer
 }
 
 func (d *diffOutput) pod(p *preview.Pod) error {
-	if !p.Changed {
-		return nil
+	if p.Changed {
+		d.w.render(func() ([]byte, error) { return diff(p) })
 	}
+	return nil
+}
+
+func diff(p *preview.Pod) ([]byte, error) {
 	before, err := output.YAML(p.Before)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	after, err := output.YAML(p.Object)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	name := output.EscapeControl(p.Name)
-	diff, err := preview.Diff(string(before), string(after), "a/"+name, "b/"+name)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(d.w, diff)
-	return err
+	d, err := preview.Diff(string(before), string(after), "a/"+name, "b/"+name)
+	return []byte(d), err
 }
 
 // progress shows a count of objects on a terminal's stderr when the
