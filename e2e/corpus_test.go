@@ -28,7 +28,7 @@ const referenceSuffix = "-reference"
 
 // Cases 1 and 2, for every pod of the golden corpus under every policy set:
 //
-// The cluster agrees with the CLI. `kubectl-sandbox_webhook dry-run --check`
+// The cluster agrees with the CLI. `kubectl-sandbox_webhook dry-run --predict`
 // predicts the mutated pod and whether the apiserver accepts it. The corpus
 // pod is then created through the webhook (stored pod A), and the CLI's
 // prediction is created with a server-side dry run in the twin namespace,
@@ -43,11 +43,11 @@ const referenceSuffix = "-reference"
 // webhook makes can be hidden as "defaulting": a defaulted field equal in A
 // and B is only equal because both pods had the same input for it.
 //
-// The apiserver accepts what the CLI accepts. Every pod --check accepts is
+// The apiserver accepts what the CLI accepts. Every pod --predict accepts is
 // stored (in particular container limits above the headroom, request-less
 // pods and pods with their own pod-level resources), its stored pod-level
 // request was not defaulted to the limit, and a pod-level memory limit the
-// pod set is kept; every pod --check rejects is rejected by Pod Security.
+// pod set is kept; every pod --predict rejects is rejected by Pod Security.
 // The client sees exactly the warnings the CLI prints.
 func TestCorpus(t *testing.T) {
 	nsLabels := golden.NamespaceLabels(t)
@@ -110,7 +110,7 @@ func TestCorpus(t *testing.T) {
 
 // dryRunOne runs dry-run with args, aimed at the apiserver under test, and
 // returns the one pod it prints, the warnings it gives and the run. Exit 3
-// (--check predicts a rejection) is accepted when rejected is.
+// (--predict predicts a rejection) is accepted when rejected is.
 func dryRunOne(t *testing.T, args []string, rejected bool) (*corev1.Pod, []string, harness.Result) {
 	t.Helper()
 	args = append(args, targetArgs()...)
@@ -136,7 +136,7 @@ func dryRunOne(t *testing.T, args []string, rejected bool) (*corev1.Pod, []strin
 
 func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golden.Case) {
 	ctx := t.Context()
-	args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "-o", "yaml", "--check"}
+	args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "-o", "yaml", "--predict"}
 	for _, p := range c.Set.Policies {
 		args = append(args, "--policy", golden.Path(p))
 	}
@@ -154,11 +154,11 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 	}
 
 	if r.ExitCode == 3 {
-		// --check predicted a rejection: Pod Security must reject it, or
+		// --predict predicted a rejection: Pod Security must reject it, or
 		// pod validation, for a mount of a volume the pod does not
 		// declare (a hostile mount of a policy's volume, not injected).
 		if err == nil {
-			t.Fatalf("dry-run --check predicted a rejection, but the apiserver stored the pod:\n%s", r.Stderr)
+			t.Fatalf("dry-run --predict predicted a rejection, but the apiserver stored the pod:\n%s", r.Stderr)
 		}
 		switch {
 		case strings.Contains(string(r.Stderr), "which the pod does not declare"):
@@ -171,7 +171,7 @@ func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golde
 		return
 	}
 	if err != nil {
-		t.Fatalf("the apiserver rejected the mutated pod that dry-run --check accepts: %v", err)
+		t.Fatalf("the apiserver rejected the mutated pod that dry-run --predict accepts: %v", err)
 	}
 
 	// B: the prediction as this apiserver stores it, with no webhook.

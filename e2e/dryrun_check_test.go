@@ -14,7 +14,7 @@ import (
 // reasons other than Pod Security and pod-level resources (unknown fields
 // under strict field validation, duplicate container names, negative
 // requests, requests above limits, mounts of undeclared volumes), dry-run
-// --check predicts the rejection, and it accepts a pod the apiserver accepts.
+// --predict predicts the rejection, and it accepts a pod the apiserver accepts.
 // Each pod is sent to the real apiserver as written, with a server-side dry
 // run and fieldValidation=Strict, as kubectl create sends it by default.
 func TestDryRunCheckPredictsValidation(t *testing.T) {
@@ -43,7 +43,7 @@ func TestDryRunCheckPredictsValidation(t *testing.T) {
 			if err := os.WriteFile(file, []byte(c.pod), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			r, err := harness.RunCommand(ctx, suite.cli, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", file, "--check", "-o", "patch")
+			r, err := harness.RunCommand(ctx, suite.cli, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", file, "--predict", "-o", "patch")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestDryRunCheckPredictsValidation(t *testing.T) {
 				t.Fatalf("the apiserver answered %v; the case says rejected=%v", apiErr, c.rejected)
 			}
 			if cliRejects != c.rejected {
-				t.Errorf("dry-run --check rejects=%v, the apiserver: %v\n%s", cliRejects, apiErr, r.Stderr)
+				t.Errorf("dry-run --predict rejects=%v, the apiserver: %v\n%s", cliRejects, apiErr, r.Stderr)
 			}
 			if c.rejected && !strings.Contains(string(r.Stderr), "would be rejected") {
 				t.Errorf("dry-run does not say why:\n%s", r.Stderr)

@@ -209,7 +209,7 @@ func (in *instance) checkDropSignals(t *testing.T, notice, policy, metric string
 	}
 }
 
-// predict runs dry-run --check for the apiserver under test on pod and
+// predict runs dry-run --predict for the apiserver under test on pod and
 // returns its predicted pod and warnings.
 func predict(t *testing.T, pod *corev1.Pod, policies ...string) (*corev1.Pod, []string) {
 	t.Helper()
@@ -223,7 +223,7 @@ func predict(t *testing.T, pod *corev1.Pod, policies ...string) (*corev1.Pod, []
 	if err := os.WriteFile(file, in, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"dry-run", "-f", file, "-o", "yaml", "--check"}
+	args := []string{"dry-run", "-f", file, "-o", "yaml", "--predict"}
 	for _, p := range policies {
 		args = append(args, "--policy", p)
 	}

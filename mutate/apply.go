@@ -449,7 +449,7 @@ func (a *applier) memory(sel []target) {
 	}
 	ownReq := hasReq && (!ours || a.prevMemory().Request == "")
 
-	wantReq := containerRequests(spec)
+	wantReq := ContainerMemoryRequest(spec)
 	if a.p.MemoryRequest.Cmp(wantReq) > 0 {
 		wantReq = a.p.MemoryRequest.DeepCopy()
 	}

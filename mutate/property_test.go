@@ -9,11 +9,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/predict"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
+
+func mem(s string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(s)}
+}
 
 // propertyPolicies are policy fragments that disagree with each other in
 // every way the core arbitrates: modes, memory levels, keep lists, names,
@@ -138,8 +144,8 @@ func TestPolicyCombinations(t *testing.T) {
 				for _, p := range hostPathMountProblems(pod, first.Pod, set) {
 					t.Errorf("%s: %s", name, p)
 				}
-				before := mutate.PodResourceProblems(&pod.Spec)
-				if after := mutate.PodResourceProblems(&first.Pod.Spec); len(before) == 0 && len(after) > 0 {
+				before := predict.PodResourceProblems(&pod.Spec)
+				if after := predict.PodResourceProblems(&first.Pod.Spec); len(before) == 0 && len(after) > 0 {
 					t.Errorf("%s: the mutated pod would be rejected: %v", name, after)
 				}
 				checked++

@@ -6,11 +6,13 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
-// containerRequests returns the pod's effective container memory request as
-// the apiserver computes it when it validates pod-level resources (init
-// containers, native sidecars and app containers combined per KEP-753), after
-// the apiserver's own defaulting of a missing container request to its limit.
-func containerRequests(spec *corev1.PodSpec) resource.Quantity {
+// ContainerMemoryRequest returns the pod's effective container memory
+// request as the apiserver computes it when it validates pod-level resources
+// (init containers, native sidecars and app containers combined per
+// KEP-753), after the apiserver's own defaulting of a missing container
+// request to its limit: what the core sets the pod-level request to at
+// least, and what the apiserver holds a pod-level request to.
+func ContainerMemoryRequest(spec *corev1.PodSpec) resource.Quantity {
 	shadow := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: withDefaultedRequests(spec.InitContainers),
 		Containers:     withDefaultedRequests(spec.Containers),

@@ -19,7 +19,7 @@ const (
 	ExitOK          = 0 // success
 	ExitError       = 1 // a policy, input or runtime error
 	ExitUsage       = 2 // bad flags or arguments
-	ExitRejected    = 3 // dry-run --check predicts the apiserver rejects a pod
+	ExitRejected    = 3 // dry-run --predict predicts the apiserver rejects a pod
 	ExitCheckFailed = 4 // check: the pod is not (or would not be) mutated as the policies say, or has drifted
 	ExitPartial     = 5 // import --allow-partial: some parts were not converted
 )

@@ -63,7 +63,7 @@ type Case struct {
 	Input string
 	// Output is the expected dry-run -o yaml output (the mutated pod).
 	Output string
-	// Report is the expected dry-run stderr (decisions, warnings, --check).
+	// Report is the expected dry-run stderr (decisions, warnings, --predict).
 	Report string
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"gomodules.xyz/jsonpatch/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
@@ -14,9 +13,9 @@ import (
 // discard is a Visitor that drops what it is handed.
 type discard struct{}
 
-func (discard) Object(Position, map[string]any) error    { return nil }
+func (discard) Object(Position, Object) error            { return nil }
 func (discard) ListStart(Position, map[string]any) error { return nil }
-func (discard) ListItem(Position, any) error             { return nil }
+func (discard) ListItem(Position, Object) error          { return nil }
 func (discard) ListEnd(Position, map[string]any) error   { return nil }
 
 // benchList is a List of n typical pods, as kubectl get -o yaml (or -o
@@ -54,33 +53,5 @@ func BenchmarkReadStream(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// BenchmarkApplyOps applies a patch of the shape the core emits to a typical
-// pod (the patch leaves the pod as large as it was, so it applies again).
-func BenchmarkApplyOps(b *testing.B) {
-	raw, err := json.Marshal(benchdata.TypicalPod())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		b.Fatal(err)
-	}
-	ops, err := GenericOps([]jsonpatch.Operation{
-		{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{"sandbox-webhook.io/policies": "sandbox-seed"}},
-		{Operation: "add", Path: "/spec/containers/0/env/0", Value: map[string]string{"name": "A", "value": "b"}},
-		{Operation: "remove", Path: "/spec/containers/0/env/0"},
-		{Operation: "replace", Path: "/spec/containers/0/resources", Value: map[string]any{"limits": map[string]string{"memory": "4Gi"}}},
-		{Operation: "add", Path: "/spec/volumes/0/emptyDir", Value: map[string]string{"medium": "Memory", "sizeLimit": "1Gi"}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := ApplyOps(doc, ops); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

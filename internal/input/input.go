@@ -1,7 +1,8 @@
 // Package input reads what -f names, as kubectl does: files, directories
 // and stdin of YAML or JSON documents and Lists, streamed one object (and
-// one List item) at a time; and classifies each object (a Pod, a workload
-// with a pod template, anything else) for the commands that mutate them.
+// one List item) at a time, each converted to JSON (YAML with
+// sigs.k8s.io/yaml); and classifies each object (a Pod, a workload with a
+// pod template, anything else) for the commands that mutate them.
 package input
 
 import (
@@ -12,16 +13,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
-	yamlv2 "go.yaml.in/yaml/v2"
-	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
@@ -35,14 +30,14 @@ const MaxObjectBytes = yamllimit.MaxBytes
 // memory is bounded by the largest object, not by the input. A visitor sees
 // the objects in input order.
 type Visitor interface {
-	// Object is one document that is not a List (a map, or another YAML
-	// value).
-	Object(pos Position, doc map[string]any) error
+	// Object is one document that is not a List.
+	Object(pos Position, obj Object) error
 	// ListStart opens a List document; head holds the keys read before
 	// its items.
 	ListStart(pos Position, head map[string]any) error
-	// ListItem is one item of the open List.
-	ListItem(pos Position, item any) error
+	// ListItem is one item of the open List: an object, or another JSON
+	// value (item.IsObject says which).
+	ListItem(pos Position, item Object) error
 	// ListEnd closes the List; tail holds the keys read after its items.
 	ListEnd(pos Position, tail map[string]any) error
 }
@@ -352,12 +347,12 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 		n++
 		ipos := pos
 		ipos.Item = n
-		v, err := ParseYAML(ipos, item)
+		js, err := toJSON(ipos, item)
 		if err != nil {
 			return err
 		}
 		item = item[:0]
-		return y.v.ListItem(ipos, v)
+		return y.v.ListItem(ipos, Classify(js))
 	}
 	var tail []byte
 	inTail := false
@@ -423,193 +418,80 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 // whole parses a document that is not streamed item by item and hands it to
 // the visitor: a List's items one by one, any other object as one.
 func (y *yamlReader) whole(pos Position, text []byte) error {
-	v, err := ParseYAML(pos, text)
+	js, err := toJSON(pos, text)
 	if err != nil {
 		return err
 	}
-	if v == nil {
+	if string(js) == "null" {
 		return nil // empty, or only comments
 	}
-	doc, ok := v.(map[string]any)
-	if !ok {
+	obj := Classify(js)
+	if !obj.IsObject() {
 		return fmt.Errorf("%s is not an object", pos)
 	}
-	return visitDocument(pos, doc, y.v)
+	return visitDocument(pos, obj, y.v)
 }
 
-// visitDocument hands a parsed document to v.
-func visitDocument(pos Position, doc map[string]any, v Visitor) error {
-	if !IsList(doc) {
-		return v.Object(pos, doc)
+// visitDocument hands a whole document to v.
+func visitDocument(pos Position, obj Object, v Visitor) error {
+	if !obj.IsList() {
+		return v.Object(pos, obj)
 	}
-	items := doc["items"].([]any)
-	head := maps.Clone(doc)
-	delete(head, "items")
+	head := make(map[string]any, len(obj.fields))
+	for k, raw := range obj.fields {
+		if k != "items" {
+			var val any
+			if err := json.Unmarshal(raw, &val); err != nil {
+				return fmt.Errorf("%s: %w", pos, err)
+			}
+			head[k] = val
+		}
+	}
 	if err := v.ListStart(pos, head); err != nil {
 		return err
 	}
-	for i, it := range items {
+	for i, it := range obj.Items() {
 		ipos := pos
 		ipos.Item = i + 1
-		if err := v.ListItem(ipos, it); err != nil {
+		if err := v.ListItem(ipos, Classify(it)); err != nil {
 			return err
 		}
 	}
 	return v.ListEnd(pos, map[string]any{})
 }
 
-// ParseYAML parses one YAML document (or List item) into JSON-compatible
-// values, after bounding what its aliases expand to.
-func ParseYAML(pos Position, text []byte) (any, error) {
-	if len(bytes.TrimSpace(text)) == 0 {
-		return nil, nil
-	}
-	if err := checkAliases(text); err != nil {
+// toJSON converts one YAML document, or List item, to JSON with
+// sigs.k8s.io/yaml, once what its aliases expand to is bounded. Nothing, or
+// only comments, is null.
+func toJSON(pos Position, text []byte) ([]byte, error) {
+	if err := yamllimit.CheckAliases(text); err != nil {
 		return nil, fmt.Errorf("%s: %w", pos, err)
-	}
-	var y any
-	if err := yamlv2.Unmarshal(text, &y); err != nil {
-		return nil, fmt.Errorf("%s: %w", pos, err)
-	}
-	if v, ok := jsonValue(y); ok {
-		return v, nil
 	}
 	js, err := yaml.YAMLToJSON(text)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pos, err)
 	}
-	var v any
-	if err := json.Unmarshal(js, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", pos, err)
-	}
-	return v, nil
-}
-
-// jsonValue converts what go-yaml decodes into the value that
-// sigs.k8s.io/yaml.YAMLToJSON and encoding/json make of the same text,
-// without writing and parsing JSON: keys become strings as YAMLToJSON
-// spells them, numbers float64, invalid UTF-8 in a string U+FFFD. ok is false
-// for anything else (a timestamp, binary data, an infinite number, a key
-// that is not a scalar), which the caller converts the slow way, errors
-// included (TestParseYAMLEquivalence).
-func jsonValue(y any) (v any, ok bool) {
-	switch t := y.(type) {
-	case nil, bool:
-		return t, true
-	case string:
-		return validUTF8(t), true
-	case int:
-		return float64(t), true
-	case int64:
-		return float64(t), true
-	case uint64:
-		return float64(t), true
-	case float64:
-		if math.IsInf(t, 0) || math.IsNaN(t) {
-			return nil, false
-		}
-		return t, true
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			if out[i], ok = jsonValue(e); !ok {
-				return nil, false
-			}
-		}
-		return out, true
-	case map[any]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			key, ok := jsonKey(k)
-			if !ok {
-				return nil, false
-			}
-			if _, dup := out[key]; dup {
-				return nil, false // YAMLToJSON keeps either, at random
-			}
-			if out[key], ok = jsonValue(e); !ok {
-				return nil, false
-			}
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-// jsonKey spells a map key as YAMLToJSON does.
-func jsonKey(k any) (string, bool) {
-	switch t := k.(type) {
-	case string:
-		return validUTF8(t), true
-	case int:
-		return strconv.Itoa(t), true
-	case int64:
-		return strconv.FormatInt(t, 10), true
-	case bool:
-		return strconv.FormatBool(t), true
-	case float64:
-		switch s := strconv.FormatFloat(t, 'g', -1, 32); s {
-		case "+Inf":
-			return ".inf", true
-		case "-Inf":
-			return "-.inf", true
-		case "NaN":
-			return ".nan", true
-		default:
-			return validUTF8(s), true
-		}
-	}
-	return "", false
-}
-
-// validUTF8 replaces every byte of s that is not part of valid UTF-8 with
-// U+FFFD, as encoding/json writes such a string.
-func validUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b.WriteString("\ufffd")
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return js, nil
 }
 
 // parseYAMLObject parses the text around a List's items: an object, or
 // nothing (an empty object).
 func parseYAMLObject(pos Position, text []byte) (map[string]any, error) {
-	v, err := ParseYAML(pos, text)
+	js, err := toJSON(pos, text)
 	if err != nil {
 		return nil, err
 	}
-	if v == nil {
-		return map[string]any{}, nil
+	m := map[string]any{}
+	if string(js) == "null" {
+		return m, nil
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
+	if js[0] != '{' {
 		return nil, fmt.Errorf("%s is not an object", pos)
 	}
+	if err := json.Unmarshal(js, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos, err)
+	}
 	return m, nil
-}
-
-// checkAliases refuses a document whose aliases expand beyond
-// yamllimit.MaxBytes. Without both an anchor and an alias nothing expands,
-// and the document is not parsed twice.
-func checkAliases(text []byte) error {
-	if !bytes.Contains(text, []byte("&")) || !bytes.Contains(text, []byte("*")) {
-		return nil
-	}
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(text, &root); err != nil {
-		return nil // the parser proper reports it
-	}
-	return yamllimit.Check(&root)
 }
 
 // countingReader counts the bytes read through it and fails a read once
@@ -763,7 +645,11 @@ func (j *jsonReader) document(pos Position) (more bool, err error) {
 	if listed {
 		return true, j.v.ListEnd(pos, cur)
 	}
-	return true, visitDocument(pos, head, j.v)
+	js, err := json.Marshal(head)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", pos, err)
+	}
+	return true, visitDocument(pos, Classify(js), j.v)
 }
 
 // items streams the items of a List, its "[" read.
@@ -779,7 +665,11 @@ func (j *jsonReader) items(pos Position, head map[string]any) error {
 		if err != nil {
 			return err
 		}
-		if err := j.v.ListItem(ipos, v); err != nil {
+		js, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ipos, err)
+		}
+		if err := j.v.ListItem(ipos, Classify(js)); err != nil {
 			return err
 		}
 	}
@@ -790,12 +680,12 @@ func (j *jsonReader) items(pos Position, head map[string]any) error {
 // singleObject collects the documents of a file that must hold exactly one
 // object (a policy test's input, check -f): a List counts as one document.
 type singleObject struct {
-	docs  []map[string]any
+	docs  []Object
 	lists int
 }
 
-func (s *singleObject) Object(_ Position, doc map[string]any) error {
-	s.docs = append(s.docs, doc)
+func (s *singleObject) Object(_ Position, obj Object) error {
+	s.docs = append(s.docs, obj)
 	return nil
 }
 
@@ -804,24 +694,24 @@ func (s *singleObject) ListStart(Position, map[string]any) error {
 	return nil
 }
 
-func (*singleObject) ListItem(Position, any) error           { return nil }
+func (*singleObject) ListItem(Position, Object) error        { return nil }
 func (*singleObject) ListEnd(Position, map[string]any) error { return nil }
 
 // ReadOneObject reads the one object a file holds, through the same bounded
 // reader as dry-run; a List or more than one document is an error.
-func ReadOneObject(name string) (map[string]any, error) {
+func ReadOneObject(name string) (Object, error) {
 	if st, err := os.Stat(name); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s: is a directory; this takes one file holding one object (dry-run -f takes directories)", name)
+		return Object{}, fmt.Errorf("%s: is a directory; this takes one file holding one object (dry-run -f takes directories)", name)
 	}
 	var s singleObject
 	if err := ReadFile(name, &s); err != nil {
-		return nil, err
+		return Object{}, err
 	}
 	switch {
 	case s.lists > 0:
-		return nil, fmt.Errorf("%s: holds a List; this takes one object, a pod or a workload (dry-run -f takes Lists)", name)
+		return Object{}, fmt.Errorf("%s: holds a List; this takes one object, a pod or a workload (dry-run -f takes Lists)", name)
 	case len(s.docs) != 1:
-		return nil, fmt.Errorf("%s: holds %d objects; this takes one, a pod or a workload (dry-run -f takes several)", name, len(s.docs))
+		return Object{}, fmt.Errorf("%s: holds %d objects; this takes one, a pod or a workload (dry-run -f takes several)", name, len(s.docs))
 	}
 	return s.docs[0], nil
 }

@@ -30,33 +30,25 @@ func LoadNamespaces(path string) (map[string]map[string]string, error) {
 // Namespace it sees.
 type namespaceCollector map[string]map[string]string
 
-func (c namespaceCollector) add(v any) {
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return
-	}
-	if IsList(doc) {
-		for _, it := range doc["items"].([]any) {
-			c.add(it)
+func (c namespaceCollector) add(obj Object) {
+	if obj.IsList() {
+		for _, it := range obj.Items() {
+			c.add(Classify(it))
 		}
 		return
 	}
-	if doc["kind"] != "Namespace" {
-		return
-	}
-	b, _ := json.Marshal(doc)
 	var ns corev1.Namespace
-	if json.Unmarshal(b, &ns) == nil && ns.Name != "" {
+	if obj.Kind == "Namespace" && json.Unmarshal(obj.JSON, &ns) == nil && ns.Name != "" {
 		c[ns.Name] = ns.Labels
 	}
 }
 
-func (c namespaceCollector) Object(_ Position, doc map[string]any) error {
-	c.add(doc)
+func (c namespaceCollector) Object(_ Position, obj Object) error {
+	c.add(obj)
 	return nil
 }
 func (c namespaceCollector) ListStart(Position, map[string]any) error { return nil }
-func (c namespaceCollector) ListItem(_ Position, item any) error {
+func (c namespaceCollector) ListItem(_ Position, item Object) error {
 	c.add(item)
 	return nil
 }

@@ -1,26 +1,30 @@
 package input
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
-
-	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
 )
 
-// Object is one input document: a pod, a workload with a pod template, or
-// anything else (passed through untouched).
+// Object is one input object, as JSON, and the pod it carries: a Pod, a
+// workload with a pod template, or anything else (passed through
+// untouched).
 type Object struct {
-	Doc map[string]any
-	// Template is the pod template inside Doc (nil for a Pod and for
-	// objects without one).
-	Template map[string]any
-	// TemplatePath is the JSON pointer of Template inside Doc, "" for a Pod.
+	// JSON is the object; in a List, an item may be any JSON value.
+	JSON []byte
+	Kind string
+	// Name, GenerateName and Namespace are the object's metadata.
+	Name, GenerateName, Namespace string
+	// Pod is the pod to mutate, as JSON: the object itself for a Pod, a
+	// Pod of the template's metadata and spec for a workload; nil for an
+	// object without one.
+	Pod []byte
+	// TemplatePath is the JSON pointer of the pod template inside the
+	// object, "" for a Pod.
 	TemplatePath string
-	IsPod        bool
+	// fields are the object's members, undecoded; nil for a value that is
+	// not an object.
+	fields map[string]json.RawMessage
 }
 
 // TemplatePaths maps workload kinds to where their pod template lives.
@@ -35,225 +39,73 @@ var TemplatePaths = map[string][]string{
 	"PodTemplate":           {"template"},
 }
 
-// IsList reports whether doc is a List (v1 List or a typed FooList).
-func IsList(doc map[string]any) bool {
-	kind, _ := doc["kind"].(string)
-	_, hasItems := doc["items"].([]any)
-	return hasItems && strings.HasSuffix(kind, "List")
-}
-
-// Classify finds the pod in doc, if any.
-func Classify(doc map[string]any) Object {
-	o := Object{Doc: doc}
-	kind, _ := doc["kind"].(string)
-	if kind == "Pod" {
-		o.IsPod = true
+// Classify reads the kind, the metadata and the pod of the JSON value js.
+// Members of an unexpected type (a kind that is not a string, a template
+// that is not an object) count as absent, as with kubectl.
+func Classify(js []byte) Object {
+	o := Object{JSON: js}
+	if json.Unmarshal(js, &o.fields) != nil || o.fields == nil {
+		o.fields = nil
 		return o
 	}
-	p, ok := TemplatePaths[kind]
+	o.Kind = stringMember(o.fields, "kind")
+	var md map[string]json.RawMessage
+	_ = json.Unmarshal(o.fields["metadata"], &md)
+	o.Name, o.GenerateName, o.Namespace = stringMember(md, "name"), stringMember(md, "generateName"), stringMember(md, "namespace")
+	if o.Kind == "Pod" {
+		o.Pod = js
+		return o
+	}
+	path, ok := TemplatePaths[o.Kind]
 	if !ok {
 		return o
 	}
-	var cur any = doc
-	for _, k := range p {
-		m, ok := cur.(map[string]any)
-		if !ok {
+	cur := o.fields
+	for _, k := range path {
+		var next map[string]json.RawMessage
+		if json.Unmarshal(cur[k], &next) != nil || next == nil {
 			return o
 		}
-		cur = m[k]
+		cur = next
 	}
-	if m, ok := cur.(map[string]any); ok {
-		o.Template = m
-		o.TemplatePath = "/" + strings.Join(p, "/")
+	pod := map[string]json.RawMessage{"apiVersion": json.RawMessage(`"v1"`), "kind": json.RawMessage(`"Pod"`)}
+	for _, k := range []string{"metadata", "spec"} {
+		if v, ok := cur[k]; ok {
+			pod[k] = v
+		}
+	}
+	if b, err := json.Marshal(pod); err == nil {
+		o.Pod = b
+		o.TemplatePath = "/" + strings.Join(path, "/")
 	}
 	return o
 }
 
+// stringMember returns the member k of m when it is a string.
+func stringMember(m map[string]json.RawMessage, k string) string {
+	var s string
+	_ = json.Unmarshal(m[k], &s)
+	return s
+}
+
+// IsObject reports whether the value is an object.
+func (o Object) IsObject() bool { return o.fields != nil }
+
+// IsList reports whether the object is a List (v1 List or a typed FooList).
+func (o Object) IsList() bool {
+	items := o.fields["items"]
+	return strings.HasSuffix(o.Kind, "List") && len(items) > 0 && items[0] == '['
+}
+
+// Items returns the items of a List.
+func (o Object) Items() []json.RawMessage {
+	var items []json.RawMessage
+	_ = json.Unmarshal(o.fields["items"], &items)
+	return items
+}
+
 // HasPod reports whether the object carries a pod or a pod template.
-func (o Object) HasPod() bool { return o.IsPod || o.Template != nil }
-
-// PodValue returns the pod to mutate: the object itself for a Pod, a Pod
-// built from metadata and spec of the template for a workload.
-func (o Object) PodValue() map[string]any {
-	if o.IsPod {
-		return o.Doc
-	}
-	pod := map[string]any{"apiVersion": "v1", "kind": "Pod"}
-	if md, ok := o.Template["metadata"]; ok {
-		pod["metadata"] = md
-	}
-	if spec, ok := o.Template["spec"]; ok {
-		pod["spec"] = spec
-	}
-	return pod
-}
-
-// PodJSON returns PodValue as JSON.
-func (o Object) PodJSON() ([]byte, error) {
-	return json.Marshal(o.PodValue())
-}
-
-// PatchBase returns what mutate.Patch is to diff the mutated pod against:
-// the typed encoding of pod when it holds exactly what raw holds, else raw.
-// The apiserver encodes every pod it stores that way, so a kubectl get
-// dump's pods differ from it only in the order of their keys, which the
-// generic diff does not see; with the typed encoding, Patch builds the same
-// operations from the regions the core changed instead of decoding and
-// diffing both whole documents. A pod without a status counts as one with
-// an empty status: the diff drops the addition of an empty object.
-//
-// typed reports which it returns, for mutate.PatchEncoded: raw itself is
-// never the typed encoding when the typed encoding does not hold what raw
-// holds, so Patch need not encode pod a second time to find out.
-func (o Object) PatchBase(raw []byte, pod *corev1.Pod) (base []byte, typed bool) {
-	enc, err := json.Marshal(pod)
-	if err != nil {
-		return raw, false
-	}
-	if rest, ok := matchJSON(enc, o.PodValue(), true); !ok || len(rest) != 0 {
-		return raw, false
-	}
-	return enc, true
-}
-
-// matchJSON reports whether the JSON value at the start of b, as
-// encoding/json writes it (no spaces), equals v, a value as encoding/json
-// decodes it, and returns what follows the value. It reads b without
-// decoding it. At the top (top is true) an empty "status" object matches
-// an absent status.
-func matchJSON(b []byte, v any, top bool) (rest []byte, ok bool) {
-	if len(b) == 0 {
-		return nil, false
-	}
-	switch b[0] {
-	case '{':
-		m, isMap := v.(map[string]any)
-		if !isMap {
-			return nil, false
-		}
-		seen, first := 0, true
-		for b = b[1:]; len(b) > 0 && b[0] != '}'; first = false {
-			if !first {
-				if b, ok = bytes.CutPrefix(b, []byte(",")); !ok {
-					return nil, false
-				}
-			}
-			var key string
-			if key, b, ok = jsonString(b); !ok || len(b) == 0 || b[0] != ':' {
-				return nil, false
-			}
-			b = b[1:]
-			val, has := m[key]
-			switch {
-			case has:
-				if b, ok = matchJSON(b, val, false); !ok {
-					return nil, false
-				}
-				seen++
-			case top && key == "status" && bytes.HasPrefix(b, []byte("{}")):
-				b = b[2:]
-			default:
-				return nil, false
-			}
-		}
-		if len(b) == 0 || seen != len(m) {
-			return nil, false
-		}
-		return b[1:], true
-	case '[':
-		a, isSlice := v.([]any)
-		if !isSlice {
-			return nil, false
-		}
-		i := 0
-		for b = b[1:]; len(b) > 0 && b[0] != ']'; i++ {
-			if i > 0 {
-				if b, ok = bytes.CutPrefix(b, []byte(",")); !ok {
-					return nil, false
-				}
-			}
-			if i >= len(a) {
-				return nil, false
-			}
-			if b, ok = matchJSON(b, a[i], false); !ok {
-				return nil, false
-			}
-		}
-		if len(b) == 0 || i != len(a) {
-			return nil, false
-		}
-		return b[1:], true
-	case '"':
-		s, rest, ok := jsonString(b)
-		want, isString := v.(string)
-		return rest, ok && isString && s == want
-	case 't':
-		rest, ok = bytes.CutPrefix(b, []byte("true"))
-		return rest, ok && v == true
-	case 'f':
-		rest, ok = bytes.CutPrefix(b, []byte("false"))
-		return rest, ok && v == false
-	case 'n':
-		rest, ok = bytes.CutPrefix(b, []byte("null"))
-		return rest, ok && v == nil
-	}
-	n := 0
-	for n < len(b) && (b[n] >= '0' && b[n] <= '9' || b[n] == '-' || b[n] == '+' || b[n] == '.' || b[n] == 'e' || b[n] == 'E') {
-		n++
-	}
-	f, err := strconv.ParseFloat(string(b[:n]), 64)
-	want, isNumber := v.(float64)
-	return b[n:], n > 0 && err == nil && isNumber && f == want
-}
-
-// jsonString reads the JSON string at the start of b.
-func jsonString(b []byte) (s string, rest []byte, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
-		return "", nil, false
-	}
-	escaped := false
-	for i := 1; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			escaped = true
-			i++
-		case '"':
-			if !escaped {
-				return string(b[1:i]), b[i+1:], true
-			}
-			if json.Unmarshal(b[:i+1], &s) != nil {
-				return "", nil, false
-			}
-			return s, b[i+1:], true
-		}
-	}
-	return "", nil, false
-}
-
-// GenericOps returns ops with their values as encoding/json decodes them,
-// so they are written with their keys sorted as the diff of patchBase's
-// raw writes them: the patch dry-run prints does not depend on which of
-// the two ways mutate.Patch built it.
-func GenericOps(ops []jsonpatch.Operation) ([]jsonpatch.Operation, error) {
-	b, err := json.Marshal(ops)
-	if err != nil {
-		return nil, err
-	}
-	var out []jsonpatch.Operation
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// PodMap returns the map the pod's JSONPatch applies to: the object itself
-// for a Pod, the template (its metadata and spec) for a workload.
-func (o Object) PodMap() map[string]any {
-	if o.IsPod {
-		return o.Doc
-	}
-	return o.Template
-}
+func (o Object) HasPod() bool { return o.Pod != nil }
 
 // FieldPath rewrites a strict decoding error of the pod (unknown field
 // "spec.x") to name the field inside the object (unknown field
@@ -270,17 +122,13 @@ func (o Object) FieldPath(msg string) string {
 }
 
 // DisplayName is "Kind namespace/name" for reports.
-func DisplayName(doc map[string]any, namespace string) string {
-	kind, _ := doc["kind"].(string)
-	md, _ := doc["metadata"].(map[string]any)
-	name, _ := md["name"].(string)
-	if name == "" {
-		if g, _ := md["generateName"].(string); g != "" {
-			name = g + "(generated)"
-		}
+func (o Object) DisplayName(namespace string) string {
+	name := o.Name
+	if name == "" && o.GenerateName != "" {
+		name = o.GenerateName + "(generated)"
 	}
 	if namespace != "" {
-		return fmt.Sprintf("%s %s/%s", kind, namespace, name)
+		return fmt.Sprintf("%s %s/%s", o.Kind, namespace, name)
 	}
-	return fmt.Sprintf("%s %s", kind, name)
+	return fmt.Sprintf("%s %s", o.Kind, name)
 }

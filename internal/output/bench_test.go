@@ -1,11 +1,8 @@
 package output
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
-
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
 )
 
 // BenchmarkEscapeControl escapes what dry-run's report prints for an
@@ -17,24 +14,5 @@ func BenchmarkEscapeControl(b *testing.B) {
 				_ = EscapeControl(s)
 			}
 		})
-	}
-}
-
-// BenchmarkBlockYAML writes a typical pod as a document, as dry-run -o yaml
-// writes each object.
-func BenchmarkBlockYAML(b *testing.B) {
-	raw, err := json.Marshal(benchdata.TypicalPod())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		b.Fatal(err)
-	}
-	var w BlockYAML
-	for b.Loop() {
-		if _, ok := w.Document(doc); !ok {
-			b.Fatal("not written")
-		}
 	}
 }

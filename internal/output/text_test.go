@@ -1,6 +1,12 @@
 package output
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
 
 func TestEscape(t *testing.T) {
 	for _, c := range []struct{ in, control, lines string }{
@@ -18,5 +24,24 @@ func TestEscape(t *testing.T) {
 		if got := EscapeLines(c.in); got != c.lines {
 			t.Errorf("EscapeLines(%q) = %q, want %q", c.in, got, c.lines)
 		}
+	}
+}
+
+// TestYAMLControlCharacters: strings with the characters YAML does not allow
+// as they are, which encoding/json writes as they are, are written and read
+// back. (go-yaml writes NEL, which YAML allows, as a line break that reads
+// back as a space.)
+func TestYAMLControlCharacters(t *testing.T) {
+	js, err := json.Marshal(map[string]string{"csi": "a\u009b2J", "del": "b\x7f", "bom": "\ufeffd", "nonchar": "e\uffff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := YAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := yaml.YAMLToJSON(got)
+	if err != nil || !bytes.Equal(back, js) {
+		t.Errorf("%s reads back as %s (%v), want %s", got, back, err, js)
 	}
 }

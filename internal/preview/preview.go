@@ -1,16 +1,17 @@
 // Package preview runs one input object through the webhook's mutation
-// offline, as the webhook would (mutate.Pod, then the same JSONPatch, applied
-// to the object), and writes the report of what was decided: dry-run, test
-// and check share it.
+// offline, as the webhook would (mutate.Pod, then mutate.Patch, the same
+// JSONPatch, applied to the object with evanphx/json-patch, as the
+// apiserver applies it), and writes the report of what was decided:
+// dry-run, test and check share it.
 package preview
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -26,7 +27,8 @@ type Pod struct {
 	Name      string // "Kind namespace/name"
 	Namespace mutate.Namespace
 	Input     *corev1.Pod // the pod (or template) before mutation
-	Before    []byte      // the object before mutation, as YAML (for diff)
+	Before    []byte      // the object before mutation, as JSON
+	Object    []byte      // the object after mutation, as JSON: Before when unchanged
 	Patch     []byte      // JSONPatch (relative to the object, not the template)
 	Result    mutate.Result
 	Changed   bool
@@ -35,26 +37,15 @@ type Pod struct {
 	Unknown []string
 }
 
-// Object runs the core on the object's pod and writes the mutated pod
-// back into the object by applying the same JSONPatch the webhook returns.
-// withBefore keeps the object's YAML before mutation (for -o diff).
-func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.Options, withBefore bool) (*Pod, error) {
-	p := &Pod{Name: input.DisplayName(obj.Doc, ns.Name), Namespace: ns}
-	if withBefore {
-		before, err := output.MarshalYAML(obj.Doc)
-		if err != nil {
-			return nil, err
-		}
-		p.Before = before
-	}
-	raw, err := obj.PodJSON()
-	if err != nil {
-		return nil, err
-	}
+// Object runs the core on the object's pod and applies the JSONPatch the
+// webhook returns to the object: to a workload's template, its operations
+// prefixed with the template's path.
+func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.Options) (*Pod, error) {
+	p := &Pod{Name: obj.DisplayName(ns.Name), Namespace: ns, Before: obj.JSON, Object: obj.JSON}
 	pod := &corev1.Pod{}
 	// As the apiserver decodes: case-sensitive, and an unknown field is
 	// an error under kubectl's default --validate=strict.
-	strict, err := sigsjson.UnmarshalStrict(raw, pod, sigsjson.DisallowUnknownFields)
+	strict, err := sigsjson.UnmarshalStrict(obj.Pod, pod, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid pod: %w", err)
 	}
@@ -66,33 +57,24 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if !p.Result.Changed {
 		return p, nil
 	}
-	base, _ := obj.PatchBase(raw, pod)
-	ops, err := mutate.Patch(base, pod, p.Result.Pod)
+	ops, err := mutate.Patch(obj.Pod, pod, p.Result.Pod)
 	if err != nil {
 		return nil, err
 	}
-	if ops, err = input.GenericOps(ops); err != nil {
+	for i := range ops {
+		ops[i].Path = obj.TemplatePath + ops[i].Path
+	}
+	if p.Patch, err = json.Marshal(ops); err != nil {
 		return nil, err
 	}
-	// The patch is reported relative to the object, as it applies to the
-	// input, and written before it is applied: its values go into the
-	// object.
-	reported := ops
-	if obj.TemplatePath != "" {
-		reported = slices.Clone(ops)
-		for i := range reported {
-			reported[i].Path = obj.TemplatePath + reported[i].Path
-		}
+	patch, err := jsonpatch.DecodePatch(p.Patch)
+	if err == nil {
+		p.Object, err = patch.Apply(obj.JSON)
 	}
-	opsJSON, err := json.Marshal(reported)
 	if err != nil {
-		return nil, err
-	}
-	if err := input.ApplyOps(obj.PodMap(), ops); err != nil {
 		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
 	}
 	p.Changed = true
-	p.Patch = opsJSON
 	return p, nil
 }
 

@@ -30,6 +30,20 @@ func Check(n *yaml.Node) error {
 	return nil
 }
 
+// CheckAliases is Check for a document not yet parsed, before it is
+// converted or decoded. Without both an anchor and an alias nothing
+// expands, and the document is not parsed for the check.
+func CheckAliases(text []byte) error {
+	if !bytes.Contains(text, []byte("&")) || !bytes.Contains(text, []byte("*")) {
+		return nil
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(text, &root); err != nil {
+		return nil // the conversion proper reports it
+	}
+	return Check(&root)
+}
+
 func expandedSize(n *yaml.Node, sizes map[*yaml.Node]int) int {
 	if s, ok := sizes[n]; ok {
 		return s

@@ -38,6 +38,9 @@ func TestCheck(t *testing.T) {
 			if err := Check(&n); (err == nil) != c.ok {
 				t.Errorf("Check: %v, want ok=%v", err, c.ok)
 			}
+			if err := CheckAliases([]byte(c.doc)); (err == nil) != c.ok {
+				t.Errorf("CheckAliases: %v, want ok=%v", err, c.ok)
+			}
 		})
 	}
 }

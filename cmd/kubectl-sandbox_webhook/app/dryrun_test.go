@@ -104,7 +104,7 @@ func TestValidateOutput(t *testing.T) {
 func TestDryRunSummary(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("testdata/policies/multi"), "-p", golden.Path("examples/policies/memory"),
 		"-f", golden.Path("testdata/pods"), "-f", golden.Path("testdata/cli/workloads.yaml"),
-		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--check", "-o", "summary")
+		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--predict", "-o", "summary")
 	golden.Compare(t, "testdata/cli/summary.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 }
 

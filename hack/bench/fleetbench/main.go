@@ -41,7 +41,7 @@ import (
 func main() {
 	binary := flag.String("binary", filepath.Join(benchdata.Root(), "bin", "kubectl-sandbox_webhook"), "the command line binary to measure (make build-cli)")
 	sizes := flag.String("objects", "1000,10000", "comma-separated List sizes")
-	formats := flag.String("formats", "yaml,json,patch,summary,yaml --check", "comma-separated output formats; \"F --check\" adds --check")
+	formats := flag.String("formats", "yaml,json,patch,summary,yaml --predict", "comma-separated output formats; \"F --predict\" adds --predict")
 	out := flag.String("out", "", "write the Markdown report here as well as to stdout")
 	keep := flag.String("keep", "", "write the generated inputs into this directory and keep them")
 	shapes := flag.String("shapes", "corpus,kubectl", "comma-separated input shapes: corpus (the objects as the apiserver sends them to the webhook, managedFields included), kubectl (as kubectl get -o yaml prints them: no managedFields, pods with a running status)")
@@ -122,7 +122,7 @@ type measurement struct {
 }
 
 // measure runs the binary once, its output discarded, and reads its CPU time
-// and peak RSS from the kernel's accounting. Exit code 3 (--check predicts a
+// and peak RSS from the kernel's accounting. Exit code 3 (--predict predicts a
 // rejection) counts as a run.
 func measure(binary string, args []string) (measurement, error) {
 	cmd := exec.Command(binary, args...)

@@ -144,11 +144,11 @@ type checkPolicy struct {
 }
 
 func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams, kind, name string) error {
-	var doc map[string]any // -f's
+	var obj input.Object // -f's
 	if kind == "file" {
 		// A file that holds no single pod is said before any cluster error.
 		var err error
-		if doc, err = input.ReadOneObject(o.filename); err != nil {
+		if obj, err = input.ReadOneObject(o.filename); err != nil {
 			return err
 		}
 	}
@@ -158,7 +158,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	}
 
 	rep := &checkReport{}
-	pod, err := o.readPod(ctx, cs, kind, name, doc, namespace, rep)
+	pod, err := o.readPod(ctx, cs, kind, name, obj, namespace, rep)
 	if err != nil {
 		return err
 	}
@@ -311,8 +311,8 @@ func (o *clusterCheckOptions) client() (kubernetes.Interface, string, error) {
 }
 
 // readPod reads the pod to check: kind NAME from the cluster, or the one
-// doc, read from -f, holds.
-func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interface, kind, name string, doc map[string]any, namespace string, rep *checkReport) (*corev1.Pod, error) {
+// obj, read from -f, holds.
+func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interface, kind, name string, obj input.Object, namespace string, rep *checkReport) (*corev1.Pod, error) {
 	switch kind {
 	case "pod":
 		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -329,25 +329,19 @@ func (o *clusterCheckOptions) readPod(ctx context.Context, cs kubernetes.Interfa
 		rep.Object = "Deployment " + namespace + "/" + name
 		return &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}, nil
 	}
-	obj := input.Classify(doc)
 	if !obj.HasPod() {
 		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", o.filename)
 	}
-	raw, err := obj.PodJSON()
-	if err != nil {
-		return nil, err
-	}
 	pod := &corev1.Pod{}
-	if err := json.Unmarshal(raw, pod); err != nil {
+	if err := json.Unmarshal(obj.Pod, pod); err != nil {
 		return nil, fmt.Errorf("%s: not a valid pod: %w", o.filename, err)
 	}
-	md, _ := doc["metadata"].(map[string]any)
-	n, _ := md["namespace"].(string)
+	n := obj.Namespace
 	if n != "" && o.namespace != "" && n != o.namespace {
 		return nil, command.UsageErrorf("%s is in namespace %q, not --namespace %q", o.filename, n, o.namespace)
 	}
 	pod.Namespace = cmp.Or(n, pod.Namespace, namespace)
-	rep.Object = input.DisplayName(doc, pod.Namespace)
+	rep.Object = obj.DisplayName(pod.Namespace)
 	return pod, nil
 }
 

@@ -11,7 +11,7 @@ import (
 // TestDryRunCheckPredictsDenial: a pod that already has the policy's
 // hostPath volume (as on reinvocation, after another webhook added a
 // container) and mounts it writable in a container is refused by the
-// webhook; dry-run says so, and --check predicts the rejection.
+// webhook; dry-run says so, and --predict predicts the rejection.
 func TestDryRunCheckPredictsDenial(t *testing.T) {
 	const pod = `apiVersion: v1
 kind: Pod
@@ -30,8 +30,23 @@ spec:
 	if code != command.ExitOK || !strings.Contains(stderr, "  denied: "+denial) {
 		t.Errorf("dry-run: exit code %d, want %d and the denial:\n%s", code, command.ExitOK, stderr)
 	}
-	_, stderr, code = runCLI(t, pod, "dry-run", "-p", memory, "-f", "-", "--check")
+	_, stderr, code = runCLI(t, pod, "dry-run", "-p", memory, "-f", "-", "--predict")
 	if code != command.ExitRejected || !strings.Contains(stderr, "check: Pod sandboxes/p: would be rejected:\n  - denied by the webhook: "+denial) {
-		t.Errorf("dry-run --check: exit code %d, want %d and the denial:\n%s", code, command.ExitRejected, stderr)
+		t.Errorf("dry-run --predict: exit code %d, want %d and the denial:\n%s", code, command.ExitRejected, stderr)
+	}
+}
+
+// TestCheckIsPredict: --check, --predict's first name, still predicts, and
+// says on stderr, not among the objects on stdout, to use --predict.
+func TestCheckIsPredict(t *testing.T) {
+	args := []string{"dry-run", "-p", golden.Path("examples/policies/memory"), "-f", golden.Path("testdata/pods/basic.yaml"), "--namespaces", golden.Path(golden.Namespaces)}
+	wantOut, wantErr, wantCode := runCLI(t, "", append(args, "--predict")...)
+	out, stderr, code := runCLI(t, "", append(args, "--check")...)
+	const deprecated = "Flag --check has been deprecated, use --predict instead\n"
+	if code != wantCode || out != wantOut || stderr != deprecated+wantErr {
+		t.Errorf("--check: exit code %d, stdout\n%s\nstderr\n%s\nwant exit code %d, the same stdout as --predict, and stderr\n%s", code, out, stderr, wantCode, deprecated+wantErr)
+	}
+	if !strings.Contains(wantErr, "check: Pod sandboxes/basic: accepted") {
+		t.Errorf("--predict did not predict:\n%s", wantErr)
 	}
 }

@@ -1,7 +1,8 @@
 // Package dryrun is the dry-run command: policies applied offline to the
 // pods, workloads and Lists -f names, streamed, with the webhook's own
-// mutation and patch; --check predicts the apiserver's verdict and --map
-// compares the exported MutatingAdmissionPolicies.
+// mutation and patch; --predict predicts the apiserver's verdict
+// (internal/predict) and --map compares the exported
+// MutatingAdmissionPolicies.
 package dryrun
 
 import (
@@ -13,13 +14,12 @@ import (
 	"os"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/predict"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -35,7 +35,7 @@ type dryRunOptions struct {
 	namespaceLabels []string
 	leakMitigation  mutate.LeakMitigation
 	output          string
-	check           bool
+	predict         bool
 	mapCompare      bool
 	kubeVersion     string
 	featureGates    string
@@ -71,10 +71,10 @@ escaped). stdout carries only the -o output:
   diff        a unified diff of each changed object
   summary     counts for a whole fleet instead of per-pod reports: per
               policy matched, changed, skipped and why, pods whose own
-              tmpfs volumes leak mitigation moves to disk, and with --check
+              tmpfs volumes leak mitigation moves to disk, and with --predict
               the predicted rejections and why
 
---check predicts whether the apiserver accepts the mutated pods: Pod Security
+--predict predicts whether the apiserver accepts the mutated pods: Pod Security
 (the namespace's pod-security.kubernetes.io/enforce label, evaluated with
 k8s.io/pod-security-admission), the pod-level resource rules, strict decoding
 (unknown fields), and of the apiserver's pod validation unique container and
@@ -84,11 +84,11 @@ than limits. The rest of the apiserver's pod validation
 binary) is not predicted.
 
 Exit codes: 0 success; 1 invalid policy, unreadable or empty input or other
-error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
+error; 2 bad flags or arguments; 3 --predict predicts a rejection.`,
 		Example: `  kubectl-sandbox_webhook dry-run --policy examples/policies/memory -f examples/pods/sandbox.yaml
-  kubectl get pods,deploy,jobs -A -o yaml | kubectl-sandbox_webhook dry-run -p policies/ -f - --check -o summary
+  kubectl get pods,deploy,jobs -A -o yaml | kubectl-sandbox_webhook dry-run -p policies/ -f - --predict -o summary
   kubectl get deploy web -o yaml | kubectl-sandbox_webhook dry-run -p policies/ -f - -o diff
-  kubectl-sandbox_webhook dry-run -p policies/ -f pod.yaml --leak-mitigation=on --check \
+  kubectl-sandbox_webhook dry-run -p policies/ -f pod.yaml --leak-mitigation=on --predict \
     --namespace sandboxes --namespace-label pod-security.kubernetes.io/enforce=baseline`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return o.run(streams) },
@@ -99,12 +99,19 @@ error; 2 bad flags or arguments; 3 --check predicts a rejection.`,
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil, "input file, directory (its *.yaml, *.yml and *.json files), or - for stdin (repeatable)")
 	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of objects that do not name one (default \"default\")")
-	f.StringVar(&o.namespacesFile, "namespaces", "", "a YAML file (or a directory of them) of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --check see")
+	f.StringVar(&o.namespacesFile, "namespaces", "", "a YAML file (or a directory of them) of Namespace objects (kubectl get ns -o yaml) whose labels the policies and --predict see")
 	f.StringArrayVar(&o.namespaceLabels, "namespace-label", nil, "label key=value of the pods' namespace (repeatable; wins over --namespaces)")
 	flags.LeakMitigation(f, &o.leakMitigation, "")
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json, patch, diff or summary")
-	f.BoolVar(&o.check, "check", false, "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any")
-	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --check predicts what it stores (before 1.34 no pod-level resources)")
+	const predictUsage = "predict apiserver rejection (Pod Security, pod-level resources, unknown fields, part of pod validation); exit 3 if any"
+	f.BoolVar(&o.predict, "predict", false, predictUsage)
+	// --check was its first name (check is also a command): it still
+	// works, hidden, and says to use --predict, on stderr as kubectl does,
+	// not on stdout among the objects.
+	f.BoolVar(&o.predict, "check", false, predictUsage)
+	_ = f.MarkDeprecated("check", "use --predict instead")
+	f.SetOutput(streams.ErrOut)
+	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --predict predicts what it stores (before 1.34 no pod-level resources)")
 	f.StringVar(&o.featureGates, "feature-gates", "", "the target apiserver's PodLevelResources=true|false and ImageVolume=true|false, when not its version's default")
 	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
@@ -122,9 +129,9 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	default:
 		return command.UsageErrorf("--output must be yaml, json, patch, diff or summary, not %q", o.output)
 	}
-	target, err := parseKubeTarget(o.kubeVersion, o.featureGates)
+	target, err := predict.ParseTarget(o.kubeVersion, o.featureGates)
 	if err != nil {
-		return err
+		return command.UsageErrorf("%v", err)
 	}
 	if err := policy.CheckAllowedHostPaths(o.allowedHosts); err != nil {
 		return command.UsageErrorf("%v", err)
@@ -154,16 +161,18 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 
 	out := bufio.NewWriterSize(streams.Out, 64<<10)
 	errOut := bufio.NewWriterSize(streams.ErrOut, 16<<10)
+	rendered := newRenderer(out)
+	defer rendered.stop()
 	p := &pipeline{
 		o:                 o,
 		set:               set,
-		opts:              mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.podLevel, ImageVolumes: target.imageVolumes},
+		opts:              mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.PodLevel, ImageVolumes: target.ImageVolumes},
 		target:            target,
 		namespaces:        namespaces,
 		extraLabels:       extraLabels,
 		unknownNamespaces: map[string]bool{},
 		report:            preview.NewReportWriter(errOut),
-		out:               newOutputWriter(o.output, out),
+		out:               newOutputWriter(o.output, rendered),
 		summary:           newFleetSummary(set),
 		progress:          newProgress(streams.ErrOut, o.output == "summary"),
 		flush:             func() error { return nil },
@@ -171,15 +180,15 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	if sameFile(streams.Out, streams.ErrOut) {
 		// A terminal, or 2>&1: each pod's report comes with its output,
 		// as the README shows it, not all reports after all objects.
-		p.flush = func() error { return cmp.Or(errOut.Flush(), out.Flush()) }
+		p.flush = func() error { return cmp.Or(rendered.sync(), errOut.Flush(), out.Flush()) }
 	}
 	defer tuneGC()()
 	err = p.readAll(files, streams.In)
 	if err == nil {
-		err = p.finish(out, errOut)
+		err = p.finish(rendered, out, errOut)
 	}
 	p.progress.done()
-	return cmp.Or(err, out.Flush(), errOut.Flush())
+	return cmp.Or(err, rendered.sync(), out.Flush(), errOut.Flush())
 }
 
 // readAll streams every input through the pipeline, in order.
@@ -187,9 +196,9 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 	for _, name := range files {
 		var err error
 		if name == "-" {
-			err = input.ReadStream("stdin", stdin, p)
+			err = readAhead(func(v input.Visitor) error { return input.ReadStream("stdin", stdin, v) }, p)
 		} else {
-			err = input.ReadFile(name, p)
+			err = readAhead(func(v input.Visitor) error { return input.ReadFile(name, v) }, p)
 		}
 		if err != nil {
 			return err
@@ -200,7 +209,7 @@ func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 
 // finish writes what needs the whole input: the end of the -o output, the
 // --map comparison, the summary, and the verdicts.
-func (p *pipeline) finish(out, errOut io.Writer) error {
+func (p *pipeline) finish(rendered *renderer, out, errOut io.Writer) error {
 	if p.objects == 0 && p.lists == 0 {
 		return fmt.Errorf("no objects in the input (%s): nothing to do", strings.Join(p.o.filenames, ", "))
 	}
@@ -208,7 +217,7 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		// kubectl get of an empty namespace: zero pods, not a mistake.
 		p.report.Line("the input's Lists hold no items: nothing to mutate")
 	}
-	if err := p.out.close(); err != nil {
+	if err := cmp.Or(p.out.close(), rendered.sync()); err != nil {
 		return err
 	}
 	if p.o.mapCompare {
@@ -217,30 +226,13 @@ func (p *pipeline) finish(out, errOut io.Writer) error {
 		}
 	}
 	if p.o.output == "summary" {
-		p.summary.write(out, p.o.check)
+		p.summary.write(out, p.o.predict)
 	}
-	if p.o.check && p.rejected > 0 {
+	// "--check:", the flag's first name, as the golden files have it.
+	if p.o.predict && p.rejected > 0 {
 		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
 	}
 	return nil
-}
-
-// afterYAML re-derives the mutated object's YAML from its before-YAML and
-// patch, so diff shows exactly what the patch does.
-func afterYAML(p *preview.Pod) ([]byte, error) {
-	js, err := yaml.YAMLToJSON(p.Before)
-	if err != nil {
-		return nil, err
-	}
-	patch, err := jsonpatch.DecodePatch(p.Patch)
-	if err != nil {
-		return nil, err
-	}
-	out, err := patch.Apply(js)
-	if err != nil {
-		return nil, err
-	}
-	return yaml.JSONToYAML(out)
 }
 
 func parseLabels(kvs []string) (map[string]string, error) {

@@ -27,12 +27,12 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 
 // TestGoldenCorpus runs dry-run on every corpus pod under every policy set:
 // stdout must be the golden mutated pod, stderr the golden report (decisions,
-// warnings, --check verdict) and exit code.
+// warnings, --predict verdict) and exit code.
 func TestGoldenCorpus(t *testing.T) {
 	golden.CheckStale(t)
 	for _, c := range golden.Cases(t) {
 		t.Run(c.Set.Name+"/"+c.Name, func(t *testing.T) {
-			args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "--check"}
+			args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "--predict"}
 			for _, p := range c.Set.Policies {
 				args = append(args, "--policy", golden.Path(p))
 			}

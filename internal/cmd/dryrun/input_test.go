@@ -93,22 +93,22 @@ func TestInputSaysWhatHappened(t *testing.T) {
 			[]string{"ConfigMap sandboxes/cm: not a pod or a workload with a pod template: passed through unchanged"}},
 		{"lowercase kind", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "kind: Pod", "kind: pod", 1), nil, command.ExitOK,
 			[]string{`pod sandboxes/p: kind "pod" is not "Pod" (kinds are case-sensitive; the apiserver knows no "pod"): passed through unchanged`}},
-		{"lowercase kind --check", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "kind: Pod", "kind: pod", 1), []string{"--check"}, command.ExitRejected,
+		{"lowercase kind --predict", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "kind: Pod", "kind: pod", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`check: pod sandboxes/p: would be rejected: no kind "pod" is registered (did you mean "Pod"?)`}},
-		{"unknown field", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "containers:", "contaners:", 1), []string{"--check"}, command.ExitRejected,
+		{"unknown field", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "containers:", "contaners:", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  unknown field "spec.contaners": the apiserver rejects it`, `  - strict decoding error: unknown field "spec.contaners"`, "  - spec.containers: Required value"}},
 		{"namespace not in --namespaces", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "sandboxes", "sandbxes", 1), []string{"--namespaces", namespaces}, command.ExitOK,
-			[]string{`note: namespace "sandbxes" is not in --namespaces ` + namespaces + `: the policies and --check see none of its labels`}},
+			[]string{`note: namespace "sandbxes" is not in --namespaces ` + namespaces + `: the policies and --predict see none of its labels`}},
 		{"nested list", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - " +
 			strings.ReplaceAll(strings.TrimSuffix(fmt.Sprintf(sandboxPod, "inner"), "\n"), "\n", "\n    ") + "\n", nil, command.ExitOK,
 			[]string{"List : a List inside a List: its 1 items are mutated in place", "Pod sandboxes/inner:\n  sandbox-seed: matched"}},
 		{"items of another kind", "apiVersion: example.com/v1\nkind: Inventory\nmetadata: {name: inv, namespace: sandboxes}\nitems:\n- a\n- b\n", nil, command.ExitOK,
 			[]string{"Inventory sandboxes/inv: not a pod or a workload with a pod template: passed through unchanged"}},
-		{"duplicate container names", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "[{name: c, image: i}]", "[{name: c, image: i}, {name: c, image: j}]", 1), []string{"--check"}, command.ExitRejected,
+		{"duplicate container names", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "[{name: c, image: i}]", "[{name: c, image: i}, {name: c, image: j}]", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  - spec.containers[1].name: Duplicate value: "c"`}},
-		{"negative request", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "image: i}", "image: i, resources: {requests: {cpu: \"-1\"}}}", 1), []string{"--check"}, command.ExitRejected,
+		{"negative request", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "image: i}", "image: i, resources: {requests: {cpu: \"-1\"}}}", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  - spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0`}},
-		{"control characters", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "name: c,", "name: \"c\\e[2J\",", 1), []string{"--check"}, command.ExitOK,
+		{"control characters", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "name: c,", "name: \"c\\e[2J\",", 1), []string{"--predict"}, command.ExitOK,
 			[]string{`check: Pod sandboxes/p: accepted`}},
 	}
 	for _, c := range cases {
@@ -134,7 +134,7 @@ func TestInputSaysWhatHappened(t *testing.T) {
 // terminal escapes are printed escaped in every report line.
 func TestReportEscapesControlCharacters(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"p\\e[2J\"\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers:\n  - name: \"grader\\e[2J\"\n    image: i\n    env: [{name: UV_LINK_MODE, value: hardlink}]\n"
-	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "--check", "-o", "diff")
+	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
 	if strings.ContainsRune(stderr, 0x1b) {
 		t.Fatalf("stderr holds a raw escape character:\n%q", stderr)
 	}

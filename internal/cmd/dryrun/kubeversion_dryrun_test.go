@@ -28,7 +28,7 @@ func TestDryRunKubeTarget(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-f", golden.Path(c.pod), "--namespaces", golden.Path(golden.Namespaces),
-				"--check", "--policy", golden.Path("examples/policies/memory")}, c.target...)
+				"--predict", "--policy", golden.Path("examples/policies/memory")}, c.target...)
 			stdout, stderr, code := runCLI(t, "", args...)
 			golden.Compare(t, "testdata/cli/kube-target-"+c.name+".golden",
 				fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))

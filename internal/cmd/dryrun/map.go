@@ -9,10 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport/maprun"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -88,6 +88,9 @@ func comparableYAML(pod *corev1.Pod, ns string) (string, error) {
 	if md, ok := m["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp")
 	}
-	out, err := yaml.Marshal(m)
+	if b, err = json.Marshal(m); err != nil {
+		return "", err
+	}
+	out, err := output.YAML(b)
 	return string(out), err
 }

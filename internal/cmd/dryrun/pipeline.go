@@ -1,7 +1,6 @@
 package dryrun
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -15,19 +14,21 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/predict"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // pipeline is dry-run's input-to-output path: every object is read, mutated,
-// reported and written before the next is read, so memory does not grow
-// with the number of objects.
+// reported and written in order, the reading and writing a few objects
+// ahead and behind (ahead.go), so memory does not grow with the number of
+// objects.
 type pipeline struct {
 	o           *dryRunOptions
 	set         *policy.Set
 	opts        mutate.Options
-	target      kubeTarget // --kube-version, --feature-gates
+	target      predict.Target // --kube-version, --feature-gates
 	namespaces  map[string]map[string]string
 	extraLabels map[string]string
 	report      *preview.ReportWriter
@@ -71,11 +72,12 @@ func tuneGC() (restore func()) {
 // quiet reports whether per-object reports are left out (-o summary).
 func (p *pipeline) quiet() bool { return p.o.output == "summary" }
 
-func (p *pipeline) Object(pos input.Position, doc map[string]any) error {
-	if err := p.process(pos, doc); err != nil {
+func (p *pipeline) Object(pos input.Position, obj input.Object) error {
+	js, err := p.process(pos, obj)
+	if err != nil {
 		return err
 	}
-	if err := p.out.object(doc); err != nil {
+	if err := p.out.object(js); err != nil {
 		return err
 	}
 	return p.flush()
@@ -87,16 +89,18 @@ func (p *pipeline) ListStart(_ input.Position, head map[string]any) error {
 	return p.out.listStart(head)
 }
 
-func (p *pipeline) ListItem(pos input.Position, item any) error {
-	if doc, ok := item.(map[string]any); ok {
-		if err := p.process(pos, doc); err != nil {
+func (p *pipeline) ListItem(pos input.Position, item input.Object) error {
+	js := item.JSON
+	if item.IsObject() {
+		var err error
+		if js, err = p.process(pos, item); err != nil {
 			return err
 		}
 	} else {
 		p.objects++
 		p.note("%s: not an object: passed through unchanged", pos)
 	}
-	if err := p.out.listItem(item); err != nil {
+	if err := p.out.listItem(js); err != nil {
 		return err
 	}
 	return p.flush()
@@ -123,77 +127,92 @@ func (p *pipeline) note(format string, args ...any) {
 // podKinds are the kinds dry-run mutates, for the hint on a miscased kind.
 var podKinds = append(slices.Sorted(maps.Keys(input.TemplatePaths)), "Pod")
 
-// process runs one object through the core and reports it.
-func (p *pipeline) process(pos input.Position, doc map[string]any) error {
+// process runs one object through the core, reports it, and returns it
+// as it is to be written.
+func (p *pipeline) process(pos input.Position, obj input.Object) ([]byte, error) {
 	p.objects++
 	p.progress.tick(p.objects)
-	if input.IsList(doc) {
+	if obj.IsList() {
 		// A List inside a List: kubectl flattens it, so its items are
 		// mutated in place, within the object that holds them.
-		items := doc["items"].([]any)
-		p.note("%s: a %s inside a List: its %d items are mutated in place", input.DisplayName(doc, ""), doc["kind"], len(items))
+		items := obj.Items()
+		p.note("%s: a %s inside a List: its %d items are mutated in place", obj.DisplayName(""), obj.Kind, len(items))
 		p.summary.nestedLists++
 		for i, it := range items {
 			ipos := pos
 			ipos.Item = i + 1
-			if m, ok := it.(map[string]any); ok {
-				if err := p.process(ipos, m); err != nil {
-					return err
+			if item := input.Classify(it); item.IsObject() {
+				js, err := p.process(ipos, item)
+				if err != nil {
+					return nil, err
 				}
+				items[i] = js
 			}
 		}
-		return nil
+		return withItems(obj.JSON, items)
 	}
-	obj := input.Classify(doc)
 	if !obj.HasPod() {
-		p.passThrough(pos, doc)
-		return nil
+		p.passThrough(pos, obj)
+		return obj.JSON, nil
 	}
-	ns, err := p.namespaceOf(doc)
+	ns, err := p.namespaceOf(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	dp, err := preview.Object(obj, ns, p.set, p.opts, p.o.output == "diff")
+	dp, err := preview.Object(obj, ns, p.set, p.opts)
 	if err != nil {
-		return fmt.Errorf("%s: %s: %w", pos, input.DisplayName(doc, ns.Name), err)
+		return nil, fmt.Errorf("%s: %s: %w", pos, obj.DisplayName(ns.Name), err)
 	}
 	p.pods++
 	if !p.quiet() {
 		preview.WriteReport(p.report, dp)
 	}
-	var problems, notes []string
-	if p.o.check {
-		problems, notes = checkProblems(dp, p.target)
-		if len(problems) > 0 {
+	var problems []string
+	if p.o.predict {
+		verdict := predict.Pod(dp, p.target)
+		if problems = verdict.Problems; len(problems) > 0 {
 			p.rejected++
 		}
 		if !p.quiet() {
-			writeCheck(p.report, dp, problems, notes)
+			verdict.Write(p.report, dp.Name)
 		}
 	}
 	p.summary.add(dp, problems)
 	if p.o.mapCompare {
 		p.mapPods = append(p.mapPods, dp)
 	}
-	return p.out.pod(dp)
+	return dp.Object, p.out.pod(dp)
+}
+
+// withItems returns the List list with items in place of its own.
+func withItems(list []byte, items []json.RawMessage) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(list, &fields); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	fields["items"] = b
+	return json.Marshal(fields)
 }
 
 // passThrough says why an object is left as it is.
-func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
-	kind, _ := doc["kind"].(string)
-	md, _ := doc["metadata"].(map[string]any)
-	ns, _ := md["namespace"].(string)
-	name := input.DisplayName(doc, cmp.Or(ns, p.o.namespace, "default"))
+func (p *pipeline) passThrough(pos input.Position, obj input.Object) {
+	kind := obj.Kind
+	name := obj.DisplayName(cmp.Or(obj.Namespace, p.o.namespace, "default"))
 	p.summary.passed++
 	for _, k := range podKinds {
 		if kind != k && strings.EqualFold(kind, k) {
 			p.note("%s: kind %q is not %q (kinds are case-sensitive; the apiserver knows no %q): passed through unchanged", name, kind, k, kind)
-			if p.o.check {
+			if p.o.predict {
 				p.rejected++
-				p.summary.reject(fmt.Sprintf("no kind %q is registered", kind))
+				var w *preview.ReportWriter
 				if !p.quiet() {
-					p.report.Line("check: %s: would be rejected: no kind %q is registered (did you mean %q?)", name, kind, k)
+					w = p.report
 				}
+				p.summary.reject(predict.UnknownKind(w, name, kind, k))
 			}
 			return
 		}
@@ -208,23 +227,22 @@ func (p *pipeline) passThrough(pos input.Position, doc map[string]any) {
 // namespaceOf resolves the namespace of an object: its own, else --namespace,
 // else "default"; an object naming a namespace other than --namespace is an
 // error, as with kubectl.
-func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
+func (p *pipeline) namespaceOf(obj input.Object) (mutate.Namespace, error) {
 	o := p.o
-	md, _ := doc["metadata"].(map[string]any)
-	name, _ := md["namespace"].(string)
+	name := obj.Namespace
 	switch {
 	case name == "" && o.namespace != "":
 		name = o.namespace
 	case name == "":
 		name = "default"
 	case o.namespace != "" && name != o.namespace:
-		return mutate.Namespace{}, command.UsageErrorf("%s is in namespace %q, not --namespace %q", input.DisplayName(doc, ""), name, o.namespace)
+		return mutate.Namespace{}, command.UsageErrorf("%s is in namespace %q, not --namespace %q", obj.DisplayName(""), name, o.namespace)
 	}
 	known, ok := p.namespaces[name]
 	if !ok && o.namespacesFile != "" && !p.unknownNamespaces[name] {
 		p.unknownNamespaces[name] = true
 		p.summary.unknownNamespaces++
-		p.note("note: namespace %q is not in --namespaces %s: the policies and --check see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
+		p.note("note: namespace %q is not in --namespaces %s: the policies and --predict see none of its labels (namespaceSelector, Pod Security) but its name", name, o.namespacesFile)
 	}
 	labels := make(map[string]string, len(known)+len(p.extraLabels)+1)
 	labels["kubernetes.io/metadata.name"] = name
@@ -233,19 +251,19 @@ func (p *pipeline) namespaceOf(doc map[string]any) (mutate.Namespace, error) {
 	return mutate.Namespace{Name: name, Labels: labels}, nil
 }
 
-// outputWriter writes the -o output as the objects come. The writers write
-// to a bufio.Writer, which keeps the first write error: the Flush at the end
-// of the run returns it, so single writes need not be checked.
+// outputWriter writes the -o output as the objects come, each as JSON. The
+// writers write to a renderer, which keeps the first error: its sync at the
+// end of the run returns it, so single writes need not be checked.
 type outputWriter interface {
-	object(doc map[string]any) error
+	object(js []byte) error
 	listStart(head map[string]any) error
-	listItem(item any) error
+	listItem(js []byte) error
 	listEnd(tail map[string]any) error
 	pod(p *preview.Pod) error
 	close() error
 }
 
-func newOutputWriter(format string, w *bufio.Writer) outputWriter {
+func newOutputWriter(format string, w *renderer) outputWriter {
 	switch format {
 	case "yaml":
 		return &yamlOutput{w: w}
@@ -262,9 +280,9 @@ func newOutputWriter(format string, w *bufio.Writer) outputWriter {
 // noOutput writes nothing; the writers embed it for the calls they ignore.
 type noOutput struct{}
 
-func (noOutput) object(map[string]any) error    { return nil }
+func (noOutput) object([]byte) error            { return nil }
 func (noOutput) listStart(map[string]any) error { return nil }
-func (noOutput) listItem(any) error             { return nil }
+func (noOutput) listItem([]byte) error          { return nil }
 func (noOutput) listEnd(map[string]any) error   { return nil }
 func (noOutput) pod(*preview.Pod) error         { return nil }
 func (noOutput) close() error                   { return nil }
@@ -292,17 +310,20 @@ func subMap(m map[string]any, keys []string) map[string]any {
 	return out
 }
 
+// itemsKey starts a List's items in YAML.
+const itemsKey = "items:\n"
+
 // yamlOutput prints documents separated by "---", a List as one document
-// whose items are written as they come: byte for byte what marshalling the
+// whose items are written as they come: byte for byte what writing the
 // whole List gives (keys in order, "items" at its place), because each item
-// is marshalled at the column it has in the List.
+// is written as the one item of an items key, at the column it has in the
+// List.
 type yamlOutput struct {
 	noOutput
-	w     *bufio.Writer
+	w     *renderer
 	docs  int
 	items int
 	after map[string]any
-	block output.BlockYAML
 }
 
 func (y *yamlOutput) separate() {
@@ -312,22 +333,22 @@ func (y *yamlOutput) separate() {
 	y.docs++
 }
 
-func (y *yamlOutput) object(doc map[string]any) error {
+func (y *yamlOutput) object(js []byte) error {
 	y.separate()
-	if b, ok := y.block.Document(doc); ok {
-		_, err := y.w.Write(b)
-		return err
-	}
-	return y.marshal(doc)
+	return y.write(js)
 }
 
-func (y *yamlOutput) marshal(v any) error {
-	b, err := output.MarshalYAML(v)
+func (y *yamlOutput) write(js []byte) error {
+	y.w.render(func() ([]byte, error) { return output.YAML(js) })
+	return nil
+}
+
+func (y *yamlOutput) marshal(m map[string]any) error {
+	js, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = y.w.Write(b)
-	return err
+	return y.write(js)
 }
 
 func (y *yamlOutput) listStart(head map[string]any) error {
@@ -340,21 +361,19 @@ func (y *yamlOutput) listStart(head map[string]any) error {
 	return y.marshal(subMap(head, before))
 }
 
-func (y *yamlOutput) listItem(item any) error {
+func (y *yamlOutput) listItem(js []byte) error {
 	if y.items == 0 {
-		_, _ = y.w.WriteString(output.ItemsKey)
+		_, _ = y.w.WriteString(itemsKey)
 	}
 	y.items++
-	if b, ok := y.block.Item(item); ok {
-		_, err := y.w.Write(b)
-		return err
-	}
-	b, err := output.MarshalYAML(map[string]any{"items": []any{item}})
-	if err != nil {
-		return err
-	}
-	_, err = y.w.Write(b[len(output.ItemsKey):])
-	return err
+	y.w.render(func() ([]byte, error) {
+		b, err := output.YAML(slices.Concat([]byte(`{"items":[`), js, []byte(`]}`)))
+		if err != nil {
+			return nil, err
+		}
+		return b[len(itemsKey):], nil
+	})
+	return nil
 }
 
 // listEnd writes the keys after "items". Keys that sort before "items" but
@@ -371,22 +390,31 @@ func (y *yamlOutput) listEnd(tail map[string]any) error {
 	return y.marshal(y.after)
 }
 
-// jsonOutput prints each document as indented JSON; a List is written as
-// its items come, exactly as json.MarshalIndent of the whole List.
+// jsonOutput prints each document as indented JSON, keys sorted; a List is
+// written as its items come, exactly as json.MarshalIndent of the whole
+// List.
 type jsonOutput struct {
 	noOutput
-	w     *bufio.Writer
+	w     *renderer
 	items int
 	after map[string]any
 }
 
-func (j *jsonOutput) object(doc map[string]any) error {
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
+// indented is js as json.MarshalIndent writes its value at prefix.
+func indented(js []byte, prefix string) ([]byte, error) {
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return nil, err
 	}
-	_, _ = j.w.Write(b)
-	return j.w.WriteByte('\n')
+	return json.MarshalIndent(v, prefix, "  ")
+}
+
+func (j *jsonOutput) object(js []byte) error {
+	j.w.render(func() ([]byte, error) {
+		b, err := indented(js, "")
+		return append(b, '\n'), err
+	})
+	return nil
 }
 
 func (j *jsonOutput) field(k string, v any) error {
@@ -419,18 +447,16 @@ func (j *jsonOutput) listStart(head map[string]any) error {
 	return err
 }
 
-func (j *jsonOutput) listItem(item any) error {
+func (j *jsonOutput) listItem(js []byte) error {
 	if j.items > 0 {
 		_ = j.w.WriteByte(',')
 	}
 	j.items++
-	b, err := json.MarshalIndent(item, "    ", "  ")
-	if err != nil {
-		return err
-	}
-	_, _ = j.w.WriteString("\n    ")
-	_, err = j.w.Write(b)
-	return err
+	j.w.render(func() ([]byte, error) {
+		b, err := indented(js, "    ")
+		return append([]byte("\n    "), b...), err
+	})
+	return nil
 }
 
 func (j *jsonOutput) listEnd(tail map[string]any) error {
@@ -456,7 +482,7 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 // the first is held back.
 type patchOutput struct {
 	noOutput
-	w       *bufio.Writer
+	w       *renderer
 	n       int
 	pending patchLine
 }
@@ -511,24 +537,28 @@ func writePatchLine(w io.Writer, l patchLine) error {
 // diffOutput prints a unified diff of every changed pod object, one by one.
 type diffOutput struct {
 	noOutput
-	w *bufio.Writer
+	w *renderer
 }
 
 func (d *diffOutput) pod(p *preview.Pod) error {
-	if !p.Changed {
-		return nil
+	if p.Changed {
+		d.w.render(func() ([]byte, error) { return diff(p) })
 	}
-	after, err := afterYAML(p)
+	return nil
+}
+
+func diff(p *preview.Pod) ([]byte, error) {
+	before, err := output.YAML(p.Before)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	after, err := output.YAML(p.Object)
+	if err != nil {
+		return nil, err
 	}
 	name := output.EscapeControl(p.Name)
-	diff, err := preview.Diff(string(p.Before), string(after), "a/"+name, "b/"+name)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(d.w, diff)
-	return err
+	d, err := preview.Diff(string(before), string(after), "a/"+name, "b/"+name)
+	return []byte(d), err
 }
 
 // progress shows a count of objects on a terminal's stderr when the

@@ -6,7 +6,6 @@ package testcmd
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -293,38 +292,31 @@ func runTestFile(w io.Writer, path string, allowOutsideRoot bool) (passed, faile
 
 // runCase runs one case and returns what differs from its expectations.
 func runCase(c testCase, rel func(string) string, namespaces map[string]map[string]string, set *policy.Set, opts mutate.Options) ([]string, error) {
-	doc, err := input.ReadOneObject(rel(c.Input))
+	obj, err := input.ReadOneObject(rel(c.Input))
 	if err != nil {
 		return nil, err
 	}
-	obj := input.Classify(doc)
 	if !obj.HasPod() {
 		return nil, fmt.Errorf("%s: neither a Pod nor a workload with a pod template", c.Input)
 	}
-	md, _ := obj.Doc["metadata"].(map[string]any)
-	own, _ := md["namespace"].(string)
-	nsName := cmp.Or(own, c.Namespace, "default")
+	nsName := cmp.Or(obj.Namespace, c.Namespace, "default")
 	labels := map[string]string{"kubernetes.io/metadata.name": nsName}
 	maps.Copy(labels, namespaces[nsName])
-	p, err := preview.Object(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts, false)
+	p, err := preview.Object(obj, mutate.Namespace{Name: nsName, Labels: labels}, set, opts)
 	if err != nil {
 		return nil, err
 	}
 
 	var diffs []string
 	if c.Unchanged && p.Changed {
-		patch, err := yaml.JSONToYAML(p.Patch)
+		patch, err := output.YAML(p.Patch)
 		if err != nil {
 			patch = p.Patch
 		}
 		diffs = append(diffs, "expected unchanged, but the webhook would patch it:\n"+string(patch))
 	}
 	if c.Object != "" {
-		got, err := yaml.Marshal(obj.Doc)
-		if err != nil {
-			return nil, err
-		}
-		if d, err := yamlDiff(rel(c.Object), c.Object, got); err != nil {
+		if d, err := yamlDiff(rel(c.Object), c.Object, p.Object); err != nil {
 			return nil, err
 		} else if d != "" {
 			diffs = append(diffs, "object differs (-expected +got):\n"+d)
@@ -366,34 +358,26 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 }
 
 // yamlDiff compares the YAML or JSON document in wantFile (named wantName
-// in messages) with got by content and returns a unified diff of their
-// canonical YAML, or "" when they are equal.
+// in messages) with got, JSON, by content and returns a unified diff of both
+// as YAML, keys sorted, or "" when they are equal.
 func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
-	want, err := yamllimit.ReadFile(wantFile)
+	raw, err := yamllimit.ReadFile(wantFile)
 	if err != nil {
 		return "", err
 	}
-	canon := func(b []byte, name string) (string, error) {
-		js, err := yaml.YAMLToJSON(b)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
-		}
-		var v any
-		if err := json.Unmarshal(js, &v); err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
-		}
-		out, err := yaml.Marshal(v)
-		return string(out), err
-	}
-	w, err := canon(want, wantName)
+	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
+		return "", fmt.Errorf("%s: %w", wantName, err)
+	}
+	w, err := output.YAML(js)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", wantName, err)
+	}
+	g, err := output.YAML(got)
+	if err != nil || bytes.Equal(w, g) {
 		return "", err
 	}
-	g, err := canon(got, "result")
-	if err != nil || w == g {
-		return "", err
-	}
-	return preview.Diff(w, g, wantName, "got")
+	return preview.Diff(string(w), string(g), wantName, "got")
 }
 
 // listDiff compares two lists of strings, order included.

@@ -1,4 +1,4 @@
-package dryrun
+package predict
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -22,13 +21,14 @@ const (
 	newestKubeMinor = 37
 )
 
-// kubeTarget is the apiserver dry-run predicts for: --kube-version and the
-// --feature-gates that change what it stores.
-type kubeTarget struct {
+// Target is the apiserver a verdict is predicted for: --kube-version and
+// the --feature-gates that change what it stores. The mutation is told too:
+// memory.level auto and image asset sources follow it.
+type Target struct {
 	version      string // "1.33", as given; "" when not given
 	gates        string // --feature-gates, as given
-	podLevel     mutate.PodLevelResources
-	imageVolumes mutate.ImageVolumes
+	PodLevel     mutate.PodLevelResources
+	ImageVolumes mutate.ImageVolumes
 }
 
 // The gates that change what the apiserver stores of a mutated pod.
@@ -37,27 +37,27 @@ const (
 	imageVolumeGate = "ImageVolume"
 )
 
-// parseKubeTarget reads --kube-version (1.NN or v1.NN.P) and --feature-gates
+// ParseTarget reads --kube-version (1.NN or v1.NN.P) and --feature-gates
 // (PodLevelResources=true|false, ImageVolume=true|false, comma-separated
 // like kube-apiserver's).
-func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
-	t := kubeTarget{gates: gates}
+func ParseTarget(kubeVersion, gates string) (Target, error) {
+	t := Target{gates: gates}
 	if kubeVersion != "" {
 		v, err := utilversion.ParseGeneric(kubeVersion)
 		if err != nil || v.Major() != 1 {
-			return t, command.UsageErrorf("--kube-version %q: want a Kubernetes version such as 1.33 or v1.33.13", kubeVersion)
+			return t, fmt.Errorf("--kube-version %q: want a Kubernetes version such as 1.33 or v1.33.13", kubeVersion)
 		}
 		if v.Minor() < oldestKubeMinor || v.Minor() > newestKubeMinor {
-			return t, command.UsageErrorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, oldestKubeMinor, newestKubeMinor)
+			return t, fmt.Errorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, oldestKubeMinor, newestKubeMinor)
 		}
 		t.version = fmt.Sprintf("1.%d", v.Minor())
-		t.podLevel = mutate.PodLevelKept
+		t.PodLevel = mutate.PodLevelKept
 		if v.Minor() < mutate.PodLevelResourcesMinor {
-			t.podLevel = mutate.PodLevelDropped
+			t.PodLevel = mutate.PodLevelDropped
 		}
-		t.imageVolumes = mutate.ImageVolumesKept
+		t.ImageVolumes = mutate.ImageVolumesKept
 		if v.Minor() < mutate.ImageVolumesMinor {
-			t.imageVolumes = mutate.ImageVolumesDropped
+			t.ImageVolumes = mutate.ImageVolumesDropped
 		}
 	}
 	for g := range strings.SplitSeq(gates, ",") {
@@ -67,44 +67,44 @@ func parseKubeTarget(kubeVersion, gates string) (kubeTarget, error) {
 		name, val, ok := strings.Cut(g, "=")
 		on, err := strconv.ParseBool(val)
 		if !ok || err != nil {
-			return t, command.UsageErrorf("--feature-gates %q: want NAME=true|false", g)
+			return t, fmt.Errorf("--feature-gates %q: want NAME=true|false", g)
 		}
 		switch name {
 		case podLevelGate:
-			t.podLevel = mutate.PodLevelDropped
+			t.PodLevel = mutate.PodLevelDropped
 			if on {
-				t.podLevel = mutate.PodLevelKept
+				t.PodLevel = mutate.PodLevelKept
 			}
 		case imageVolumeGate:
-			t.imageVolumes = mutate.ImageVolumesDropped
+			t.ImageVolumes = mutate.ImageVolumesDropped
 			if on {
-				t.imageVolumes = mutate.ImageVolumesKept
+				t.ImageVolumes = mutate.ImageVolumesKept
 			}
 		default:
 			// Other gates are accepted as kube-apiserver takes them; they
 			// change nothing these pods store. A misspelling of one that
 			// does would silently predict the wrong apiserver.
 			if near := policy.Nearest(name, []string{podLevelGate, imageVolumeGate}); near != "" {
-				return t, command.UsageErrorf("--feature-gates %q: unknown gate %q; did you mean %q?", g, name, near)
+				return t, fmt.Errorf("--feature-gates %q: unknown gate %q; did you mean %q?", g, name, near)
 			}
 		}
 	}
 	return t, nil
 }
 
-// storedPod is pod as an apiserver of target t stores it: without pod-level
+// Stored is pod as an apiserver of target t stores it: without pod-level
 // resources, or image volumes and their mounts, where it drops them (the
 // webhook injects neither there; the pod may have its own). It returns a
 // note for each thing that dropped.
-func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, []string) {
+func (t Target) Stored(pod *corev1.Pod) (*corev1.Pod, []string) {
 	var notes []string
 	out := pod
-	if t.podLevel == mutate.PodLevelDropped && pod.Spec.Resources != nil {
+	if t.PodLevel == mutate.PodLevelDropped && pod.Spec.Resources != nil {
 		out = pod.DeepCopy()
 		out.Spec.Resources = nil
 		notes = append(notes, t.name()+" drops pod-level resources without an error: spec.resources is not stored")
 	}
-	if t.imageVolumes != mutate.ImageVolumesDropped {
+	if t.ImageVolumes != mutate.ImageVolumesDropped {
 		return out, notes
 	}
 	var images []string
@@ -134,7 +134,7 @@ func (t kubeTarget) storedPod(pod *corev1.Pod) (*corev1.Pod, []string) {
 	return out, notes
 }
 
-func (t kubeTarget) name() string {
+func (t Target) name() string {
 	if t.version == "" {
 		return "the apiserver (" + t.gates + ")"
 	}

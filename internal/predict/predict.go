@@ -1,4 +1,9 @@
-package dryrun
+// Package predict is the apiserver's verdict on a mutated pod, predicted
+// offline for dry-run --predict: whether it accepts the pod (Pod Security,
+// the pod-level resource rules, strict decoding, part of its pod
+// validation) and what it would not store, for the apiserver version and
+// feature gates given (Target).
+package predict
 
 import (
 	"fmt"
@@ -11,13 +16,23 @@ import (
 	psapolicy "k8s.io/pod-security-admission/policy"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
-	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// checkProblems predicts whether the apiserver accepts the mutated pod and
-// returns why it would not, and notes on what it would not store.
-func checkProblems(p *preview.Pod, target kubeTarget) (problems, notes []string) {
-	pod, notes := target.storedPod(p.Result.Pod)
+// Verdict is what the apiserver is predicted to do with one pod.
+type Verdict struct {
+	// Problems say why it would reject the pod; none: it accepts it.
+	Problems []string
+	// Notes say what it would accept but store otherwise than sent.
+	Notes []string
+}
+
+// Pod predicts the verdict on the mutated pod p of an apiserver of target t.
+func Pod(p *preview.Pod, t Target) Verdict {
+	pod, notes := t.Stored(p.Result.Pod)
+	if RequestDefaultsToLimit(&p.Result.Pod.Spec) {
+		notes = append(notes, "a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit")
+	}
+	var problems []string
 	if p.Result.Denied != "" {
 		problems = append(problems, "denied by the webhook: "+p.Result.Denied)
 	}
@@ -27,28 +42,38 @@ func checkProblems(p *preview.Pod, target kubeTarget) (problems, notes []string)
 	if level, ok := p.Namespace.Labels[psaapi.EnforceLevelLabel]; ok {
 		problems = append(problems, podSecurityProblems(pod, level)...)
 	}
-	problems = append(problems, mutate.PodResourceProblems(&pod.Spec)...)
-	problems = append(problems, mutate.VolumeReferenceProblems(&pod.Spec)...)
+	problems = append(problems, PodResourceProblems(&pod.Spec)...)
+	problems = append(problems, VolumeReferenceProblems(&pod.Spec)...)
 	problems = append(problems, podValidationProblems(pod)...)
-	return problems, notes
+	return Verdict{Problems: problems, Notes: notes}
 }
 
-// writeCheck prints the --check verdict for one pod.
-func writeCheck(w *preview.ReportWriter, p *preview.Pod, problems, notes []string) {
-	for _, n := range notes {
-		w.Line("check: %s: note: %s", p.Name, n)
+// Write prints the verdict on the object named name. Its lines start with
+// "check:", as they did under the flag's first name, --check: scripts and
+// golden files read them.
+func (v Verdict) Write(w *preview.ReportWriter, name string) {
+	for _, n := range v.Notes {
+		w.Line("check: %s: note: %s", name, n)
 	}
-	if mutate.RequestDefaultsToLimit(&p.Result.Pod.Spec) {
-		w.Line("check: %s: note: a pod-level memory limit with no memory request anywhere: the apiserver sets the pod-level request to the limit", p.Name)
-	}
-	if len(problems) == 0 {
-		w.Line("check: %s: accepted", p.Name)
+	if len(v.Problems) == 0 {
+		w.Line("check: %s: accepted", name)
 		return
 	}
-	w.Line("check: %s: would be rejected:", p.Name)
-	for _, pr := range problems {
+	w.Line("check: %s: would be rejected:", name)
+	for _, pr := range v.Problems {
 		w.Line("  - %s", pr)
 	}
+}
+
+// UnknownKind is the verdict on an object of kind, which differs only in
+// case from want, a kind the apiserver knows: it knows no kind. w, when
+// not nil, is told; the problem is returned.
+func UnknownKind(w *preview.ReportWriter, name, kind, want string) string {
+	problem := fmt.Sprintf("no kind %q is registered", kind)
+	if w != nil {
+		w.Line("check: %s: would be rejected: %s (did you mean %q?)", name, problem, want)
+	}
+	return problem
 }
 
 // psaEvaluator is built once: a fleet's pods share it.

@@ -1,15 +1,17 @@
-package mutate
+package predict
 
 import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // PodResourceProblems returns the reasons the apiserver would reject the
 // pod's memory settings: a container request above its limit, and the
-// pod-level rules (KEP-2837 validation). It backs dry-run --check; the core
-// never produces such a pod itself.
+// pod-level rules (KEP-2837 validation). The core never produces such a pod
+// itself.
 func PodResourceProblems(spec *corev1.PodSpec) []string {
 	var out []string
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -36,7 +38,7 @@ func PodResourceProblems(spec *corev1.PodSpec) []string {
 		}
 	}
 	if hasReq {
-		if agg := containerRequests(spec); agg.Cmp(req) > 0 {
+		if agg := mutate.ContainerMemoryRequest(spec); agg.Cmp(req) > 0 {
 			out = append(out, fmt.Sprintf("pod-level memory request %s is below the containers' aggregate request %s", req.String(), agg.String()))
 		}
 		if hasLim && req.Cmp(lim) > 0 {
@@ -56,22 +58,21 @@ func RequestDefaultsToLimit(spec *corev1.PodSpec) bool {
 	}
 	_, hasLim := spec.Resources.Limits[corev1.ResourceMemory]
 	_, hasReq := spec.Resources.Requests[corev1.ResourceMemory]
-	agg := containerRequests(spec)
+	agg := mutate.ContainerMemoryRequest(spec)
 	return hasLim && !hasReq && agg.IsZero()
 }
 
 // VolumeReferenceProblems returns the apiserver's rejections of mounts and
 // devices that name a volume the pod does not declare. The core leaves such
 // a pod that way when the name is one of its volumes but the pod mounts it
-// other than the policy does (see findForeign); it backs dry-run
-// --check.
+// other than the policy does.
 func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 	declared := make(map[string]bool, len(spec.Volumes))
 	for i := range spec.Volumes {
 		declared[spec.Volumes[i].Name] = true
 	}
 	var out []string
-	eachContainer(spec, func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
+	check := func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) {
 		for i := range mounts {
 			if !declared[mounts[i].Name] {
 				out = append(out, fmt.Sprintf("%s %q mounts volume %q, which the pod does not declare", kind, name, mounts[i].Name))
@@ -82,7 +83,15 @@ func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 				out = append(out, fmt.Sprintf("%s %q uses volume %q as a device, which the pod does not declare", kind, name, devices[i].Name))
 			}
 		}
-		return true
-	})
+	}
+	for _, c := range spec.InitContainers {
+		check("init container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
+	for _, c := range spec.Containers {
+		check("container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
+	for _, c := range spec.EphemeralContainers {
+		check("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices)
+	}
 	return out
 }

@@ -1,4 +1,4 @@
-package mutate_test
+package predict
 
 import (
 	"strings"
@@ -6,15 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 func mem(s string) corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(s)}
 }
 
-// TestPodResourceProblems checks the apiserver rules dry-run --check predicts.
+// TestPodResourceProblems checks the apiserver rules dry-run --predict predicts.
 func TestPodResourceProblems(t *testing.T) {
 	cases := []struct {
 		name string
@@ -42,14 +40,14 @@ func TestPodResourceProblems(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := mutate.PodResourceProblems(&c.spec)
+			got := PodResourceProblems(&c.spec)
 			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
 	}
 	trap := corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: mem("8Gi")}, Containers: []corev1.Container{{Name: "a"}}}
-	if !mutate.RequestDefaultsToLimit(&trap) {
+	if !RequestDefaultsToLimit(&trap) {
 		t.Error("a pod-level limit with no request anywhere must be reported")
 	}
 }

@@ -1,4 +1,4 @@
-package dryrun
+package predict
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-func TestParseKubeTarget(t *testing.T) {
+func TestParseTarget(t *testing.T) {
 	for _, c := range []struct {
 		version, gates string
 		want           mutate.PodLevelResources
@@ -35,14 +35,14 @@ func TestParseKubeTarget(t *testing.T) {
 		{"v1.37.2", "PodLevelResources=false,PodLevelResourcesFixDefaulting=false,PodLevelResourcesFixKubeletQOSClass=false", mutate.PodLevelDropped, mutate.ImageVolumesKept},
 		{"1.36", "ImageVolumeWithDigest=true,Foo=false", mutate.PodLevelKept, mutate.ImageVolumesKept},
 	} {
-		got, err := parseKubeTarget(c.version, c.gates)
-		if err != nil || got.podLevel != c.want || got.imageVolumes != c.wantImage {
-			t.Errorf("parseKubeTarget(%q, %q) = %q %q, %v; want %q %q", c.version, c.gates, got.podLevel, got.imageVolumes, err, c.want, c.wantImage)
+		got, err := ParseTarget(c.version, c.gates)
+		if err != nil || got.PodLevel != c.want || got.ImageVolumes != c.wantImage {
+			t.Errorf("ParseTarget(%q, %q) = %q %q, %v; want %q %q", c.version, c.gates, got.PodLevel, got.ImageVolumes, err, c.want, c.wantImage)
 		}
 	}
 	for _, bad := range [][2]string{{"2.1", ""}, {"latest", ""}, {"1.32", ""}, {"v1.32.9", ""}, {"1.38", ""}, {"v1.38.0", ""}, {"1.33", "PodLevelResources"}, {"1.33", "PodLevelResources=maybe"}, {"1.33", "ImageVolume=perhaps"}} {
-		if _, err := parseKubeTarget(bad[0], bad[1]); err == nil {
-			t.Errorf("parseKubeTarget(%q, %q): no error", bad[0], bad[1])
+		if _, err := ParseTarget(bad[0], bad[1]); err == nil {
+			t.Errorf("ParseTarget(%q, %q): no error", bad[0], bad[1])
 		}
 	}
 	// A misspelled gate that changes what is stored is refused, naming it.
@@ -51,8 +51,8 @@ func TestParseKubeTarget(t *testing.T) {
 		"podlevelresources=false": `--feature-gates "podlevelresources=false": unknown gate "podlevelresources"; did you mean "PodLevelResources"?`,
 		"ImageVolumes=false":      `--feature-gates "ImageVolumes=false": unknown gate "ImageVolumes"; did you mean "ImageVolume"?`,
 	} {
-		if _, err := parseKubeTarget("1.36", gates); err == nil || err.Error() != want {
-			t.Errorf("parseKubeTarget(1.36, %q): %v, want %s", gates, err, want)
+		if _, err := ParseTarget("1.36", gates); err == nil || err.Error() != want {
+			t.Errorf("ParseTarget(1.36, %q): %v, want %s", gates, err, want)
 		}
 	}
 }
