@@ -31,7 +31,7 @@ const (
 var modes = []Mode{ModeFiles, ModeSelfManaged, ModeCertManager}
 
 // Options are the certificate settings of `serve` (its --cert-* flags,
-// defined in internal/cmd/serve).
+// defined in internal/command/serve).
 type Options struct {
 	Mode          Mode
 	Namespace     string

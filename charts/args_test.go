@@ -6,7 +6,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/serve"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 

@@ -62,9 +62,9 @@ func TestServerBinaryDeps(t *testing.T) {
 		}
 	}
 	own := map[string][]string{
-		"server": {module + "/internal/server", module + "/certs", module + "/internal/cmd/serve", module + "/internal/cmd/certs"},
-		"command line": {module + "/internal/mapexport", module + "/internal/cmd/dryrun", module + "/internal/cmd/validate",
-			module + "/internal/cmd/test", module + "/internal/cmd/check", module + "/internal/cmd/exportmap"},
+		"server": {module + "/internal/server", module + "/certs", module + "/internal/command/serve", module + "/internal/command/certs"},
+		"command line": {module + "/internal/mapexport", module + "/internal/command/dryrun", module + "/internal/command/validate",
+			module + "/internal/command/test", module + "/internal/command/check", module + "/internal/command/exportmap"},
 	}
 	for name, list := range map[string][]string{"server": server, "command line": cli} {
 		for owner, pkgs := range own {
@@ -79,7 +79,7 @@ func TestServerBinaryDeps(t *testing.T) {
 }
 
 // TestCobraOnlyInCommands: only command packages (the binaries, the
-// commands under internal/cmd, and what they share to define commands and
+// commands under internal/command, and what they share to define commands and
 // flags) import cobra or pflag, or a command package; the packages the
 // commands are made of export plain functions and option structs. (What
 // kube-apiserver's packages import is theirs.)
@@ -90,7 +90,7 @@ func TestCobraOnlyInCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	commands := []string{module + "/cmd", module + "/internal/cmd", module + "/internal/command", module + "/internal/flags"}
+	commands := []string{module + "/cmd", module + "/internal/command", module + "/internal/flags"}
 	isCommand := func(pkg string) bool {
 		return slices.ContainsFunc(commands, func(root string) bool { return under(pkg, root) })
 	}

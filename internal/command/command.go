@@ -1,4 +1,5 @@
-// Package command holds what every sandbox-webhook command shares: the
+// Package command holds what every sandbox-webhook command shares (the
+// commands themselves are its subpackages, one each): the
 // standard streams, the exit codes and usage errors, and running a root
 // command to an exit code. Only main calls os.Exit; commands return errors.
 package command

@@ -3,7 +3,7 @@
 // bindings (Kubernetes 1.36+), which make the apiserver store the pods the
 // webhook gives, field for field, status annotation included; it reports
 // what CEL cannot reproduce as gaps. The export-map command is
-// internal/cmd/exportmap.
+// internal/command/exportmap.
 //
 // Running exported policies offline, with the apiserver's own
 // MutatingAdmissionPolicy code, is package maprun's: this package does not

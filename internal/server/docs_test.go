@@ -13,7 +13,7 @@ import (
 )
 
 // TestDocs keeps docs/serve.md in step with the code: every metric is
-// documented and every documented metric exists (internal/cmd/serve checks
+// documented and every documented metric exists (internal/command/serve checks
 // the flags and the example config file).
 func TestDocs(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "serve.md"))

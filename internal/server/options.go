@@ -21,7 +21,7 @@ import (
 // update carries two.
 const maxRequestBytesBound = 7 << 20
 
-// Options configure Run. The serve command (internal/cmd/serve) fills them
+// Options configure Run. The serve command (internal/command/serve) fills them
 // from flags, environment and config file; tests fill them directly.
 type Options struct {
 	// PolicyPaths are policy files or directories of policy files. They

@@ -1,6 +1,6 @@
 // Package app is the kubectl-sandbox_webhook command, sandbox-webhook's
 // command line and kubectl plugin: dry-run, validate, test, check,
-// export-map and version. Each command lives in internal/cmd/<command>.
+// export-map and version. Each command lives in internal/command/<command>.
 package app
 
 import (
@@ -8,13 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/check"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/dryrun"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/exportmap"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/importer"
-	testcmd "github.com/sandbox-webhook/sandbox-webhook/internal/cmd/test"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/validate"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/check"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/dryrun"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/exportmap"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/importer"
+	testcmd "github.com/sandbox-webhook/sandbox-webhook/internal/command/test"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/validate"
 )
 
 // NewCommand returns the kubectl-sandbox_webhook command with every

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
-	certscmd "github.com/sandbox-webhook/sandbox-webhook/internal/cmd/certs"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/cmd/serve"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	certscmd "github.com/sandbox-webhook/sandbox-webhook/internal/command/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 )
 
 // Name is the binary's name.
