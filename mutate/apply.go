@@ -577,9 +577,7 @@ func (a *applier) convert() {
 			a.skip(item, "kept on tmpfs by keepMemoryVolumes", false)
 			continue
 		}
-		ed := *v.EmptyDir // shared with the input pod (see writable)
-		ed.Medium = corev1.StorageMediumDefault
-		v.EmptyDir = &ed
+		v.EmptyDir.Medium = corev1.StorageMediumDefault
 		a.st.dirty = true
 		// Recorded in status.Converted, not in the policy's injected
 		// items: a later pass finds the volume already on disk.

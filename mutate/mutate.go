@@ -58,7 +58,7 @@ func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Resu
 		}
 
 		if out == nil {
-			out = writable(pod)
+			out = pod.DeepCopy()
 		}
 		shadow := p.Spec.Enforcement == policy.Shadow
 		a := &applier{

@@ -157,9 +157,7 @@ type Decision struct {
 // Result is the outcome of Pod.
 type Result struct {
 	// Pod is the mutated pod. It is the input pointer, untouched, when no
-	// policy changed anything; otherwise a new object, which shares with
-	// the input every part no policy changes (see writable): treat both as
-	// read-only, or DeepCopy.
+	// policy changed anything; otherwise a deep copy the policies changed.
 	Pod *corev1.Pod
 	// Changed reports whether Pod differs from the input.
 	Changed bool

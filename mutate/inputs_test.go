@@ -19,10 +19,12 @@ import (
 
 // TestRegions runs the corpus pods and a few thousand random pods under
 // every corpus policy set, each pod encoded as the API server sends it
-// (typed), and checks what writable and Patch rely on:
+// (typed), and checks what the core and Patch promise:
 //
-//   - the core never writes its input (writable copied every region);
-//   - the input and the result differ only in the regions;
+//   - the core never writes its input;
+//   - the input and the result differ only where the core writes: the
+//     annotations, the volumes, the pod's resources and the containers'
+//     env, mounts and resources;
 //   - applied to the input with evanphx/json-patch, the patch gives the
 //     typed encoding of the result;
 //   - a second pass over the patched pod changes nothing.
