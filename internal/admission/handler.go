@@ -87,8 +87,7 @@ func (h *Handler) Webhook() *cradmission.Webhook {
 
 type startKey struct{}
 
-// Handle answers one admission request (see handle) and counts it. No
-// request logger is built unless a line is logged.
+// Handle answers one admission request (see handle) and counts it.
 func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmission.Response {
 	start, ok := ctx.Value(startKey{}).(time.Time)
 	if !ok {
@@ -98,7 +97,7 @@ func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmissi
 	// panic with code 500.
 	outcome := OutcomeError
 	defer func() { h.metrics.ObserveRequest(outcome, time.Since(start)) }()
-	resp, outcome := h.handle(ctx, &lazyLog{base: h.log, req: &req}, req)
+	resp, outcome := h.handle(ctx, h.log.WithValues(requestValues(&req)...), req)
 	return resp
 }
 
@@ -107,7 +106,7 @@ func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmissi
 // handleEphemeral); every other request is allowed unchanged with the
 // reason. Dry-run requests are handled like any other: the handler has no
 // side effects.
-func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Request) (cradmission.Response, Outcome) {
+func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
 	if req.UID == "" {
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
 	}
@@ -115,9 +114,7 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 		return h.handleEphemeral(log, req)
 	}
 	if reason := skipRequest(req); reason != "" {
-		if log.v1() {
-			log.get().V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
-		}
+		log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
 		return cradmission.Allowed(reason), OutcomeSkipped
 	}
 	pod, err := h.decodePod(req.Object)
@@ -143,17 +140,17 @@ func (h *Handler) handle(ctx context.Context, log *lazyLog, req cradmission.Requ
 	res := mutate.Pod(pod, ns, cfg.Policies, cfg.Options)
 	h.metrics.observeResult(res)
 
-	log.withPod(nsName, pod, cfg.Policies.Hash)
+	log = log.WithValues("pod", podRef(nsName, pod), "policySet", cfg.Policies.Hash)
 	if shadow := shadowItems(res); len(shadow) > 0 {
 		// Shadow policies never patch: what they would do is logged and counted.
-		log.get().Info("Shadow policies would change the pod", "shadow", shadow)
+		log.Info("Shadow policies would change the pod", "shadow", shadow)
 	}
 	warnings := res.Warnings
 	decision := func(outcome Outcome, kv ...any) {
-		if !log.v1() {
+		if !log.V(1).Enabled() {
 			return
 		}
-		log.get().V(1).Info("Admission decision", append([]any{
+		log.V(1).Info("Admission decision", append([]any{
 			"outcome", outcome,
 			"matched", matchedPolicies(res),
 			"applied", items(res.Applied, false),
@@ -256,7 +253,7 @@ func (h *Handler) decodePod(object runtime.RawExtension) (*corev1.Pod, error) {
 // an ephemeral container it adds mounts a hostPath volume of the pod other
 // than read-only, whole and without propagation (see
 // ephemeralHostPathProblems), otherwise allowed unchanged. It never patches.
-func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request) (cradmission.Response, Outcome) {
+func (h *Handler) handleEphemeral(log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
 	pod, err := h.decodePod(req.Object)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
@@ -270,16 +267,12 @@ func (h *Handler) handleEphemeral(log *lazyLog, req cradmission.Request) (cradmi
 	if problems := ephemeralHostPathProblems(pod, old); len(problems) > 0 {
 		// The reason names containers and volumes: it goes to the client,
 		// never to the log.
-		if log.v1() {
-			log.get().V(1).Info("Admission decision", "outcome", OutcomeDenied, "problems", len(problems))
-		}
+		log.V(1).Info("Admission decision", "outcome", OutcomeDenied, "problems", len(problems))
 		return cradmission.Denied(fmt.Sprintf("sandbox-webhook: %s; an ephemeral container may mount a hostPath volume only readOnly: true, whole (no subPath or subPathExpr) and without mountPropagation",
 			strings.Join(problems, "; "))), OutcomeDenied
 	}
 	const reason = "sandbox-webhook does not mutate the pods/ephemeralcontainers subresource; no ephemeral container mounts a hostPath volume other than read-only and whole"
-	if log.v1() {
-		log.get().V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
-	}
+	log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
 	return cradmission.Allowed(reason), OutcomeSkipped
 }
 
@@ -307,8 +300,8 @@ func kindString(req cradmission.Request) string {
 	return req.Kind.Group + "/" + req.Kind.Version + " " + req.Kind.Kind
 }
 
-func errored(log *lazyLog, code int32, err error) (cradmission.Response, Outcome) {
-	log.get().Error(err, "Admission request failed", "code", code)
+func errored(log logr.Logger, code int32, err error) (cradmission.Response, Outcome) {
+	log.Error(err, "Admission request failed", "code", code)
 	return cradmission.Errored(code, fmt.Errorf("sandbox-webhook: %w", err)), OutcomeError
 }
 
@@ -368,4 +361,10 @@ func unchangedReason(res mutate.Result) string {
 		return "no enforced policy matches the pod"
 	}
 	return "the pod already has everything the matching policies inject"
+}
+
+// requestValues are the key-value pairs of a request-scoped logger.
+func requestValues(req *cradmission.Request) []any {
+	return []any{"uid", req.UID, "namespace", req.Namespace,
+		"operation", req.Operation, "kind", req.Kind.Kind, "dryRun", req.DryRun != nil && *req.DryRun}
 }
