@@ -24,16 +24,22 @@ type connLimits struct {
 }
 
 // The webhook port's caps. The API server opens a connection per admission
-// call in flight and keeps up to 25 idle ones per webhook host; an API
-// server serves a few hundred mutating requests at once at most (600
-// requests in flight in all, by default, across its priority levels), so
-// one source may hold as many connections as the server answers requests
-// at once (--max-in-flight, 256), and four such sources may be open
-// together.
+// call in flight (HTTP/1.1) and keeps them for the next calls; it serves up
+// to 600 requests at once by default (--max-requests-inflight and
+// --max-mutating-requests-inflight together), so one source may hold as
+// many connections as the port holds: a cap per source below that refuses
+// the API server's own calls in a burst of pod creates, and each refused or
+// closed connection fails a create.
 const (
 	defaultMaxConnections          = 1024
-	defaultMaxConnectionsPerSource = 256
+	defaultMaxConnectionsPerSource = defaultMaxConnections
 )
+
+// minIdleToEvict is how long a keep-alive connection must have been idle
+// before a new one may take its room: a client reuses its idle connections
+// at once in a burst, and one closed just as its next request is written
+// fails that request (a POST is not retried).
+const minIdleToEvict = time.Second
 
 // The metrics and health ports' caps: a scraper or two and the kubelet's
 // probes, a connection or two each.
@@ -114,12 +120,13 @@ func (l *limitListener) admit(c net.Conn) *limitedConn {
 	return lc
 }
 
-// evictIdle closes the longest idle connection of src and takes it out of
-// the count, and reports whether there was one. l.mu is held.
+// evictIdle closes the longest idle connection of src, if idle for
+// minIdleToEvict at least, and takes it out of the count, and reports
+// whether there was one. l.mu is held.
 func (l *limitListener) evictIdle(src string) bool {
 	var oldest *limitedConn
 	for c := range l.bySource[src] {
-		if c.idle && (oldest == nil || c.idleSince.Before(oldest.idleSince)) {
+		if c.idle && time.Since(c.idleSince) >= minIdleToEvict && (oldest == nil || c.idleSince.Before(oldest.idleSince)) {
 			oldest = c
 		}
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -194,4 +195,57 @@ func oneRequest(d *net.Dialer, addr string) ([]byte, error) {
 
 func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// TestAPIServerBurstLosesNothing: an API server sends as many admission
+// calls at once as it serves mutating requests, each on a keep-alive
+// connection of its own (HTTP/1.1), and reuses them for the next burst; a
+// call on a connection the server closes under it fails, and so does the
+// pod's create. Under the webhook port's default caps, bursts of 600 calls
+// from one source, back to back, all get their answer.
+func TestAPIServerBurstLosesNothing(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(tcp, connLimits{Total: defaultMaxConnections, PerSource: defaultMaxConnectionsPerSource},
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}))
+	srv := &http.Server{
+		// Each call is answered after all of its burst are in flight,
+		// each on its own connection.
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			time.Sleep(time.Second)
+			_, _ = io.WriteString(w, "{}")
+		}),
+		ConnState: l.ConnState,
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000, MaxIdleConns: 1000}, Timeout: 20 * time.Second}
+	const burst = 600
+	for round := range 3 {
+		errs := make(chan error, burst)
+		for range burst {
+			go func() {
+				resp, err := client.Post("http://"+tcp.Addr().String()+"/mutate-v1-pod", "application/json", strings.NewReader(`{}`))
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				errs <- err
+			}()
+		}
+		failed := 0
+		var first error
+		for range burst {
+			if err := <-errs; err != nil {
+				failed++
+				first = cmp.Or(first, err)
+			}
+		}
+		if failed > 0 {
+			t.Fatalf("burst %d: %d of %d calls failed, the first: %v", round, failed, burst, first)
+		}
+	}
 }

@@ -139,7 +139,7 @@ server's own 90s, so that the client closes them.`,
 	fs.StringVar(&v.maxBufferedBytes, "max-buffered-bytes", "32Mi", "request body bytes held at once, counted before reading; bodies over 64Ki share 3/4 of it; no room within 2s: HTTP 503")
 	fs.IntVar(&v.MaxInFlight, "max-in-flight", 256, "requests read or answered at once; no room within 2s: HTTP 503")
 	fs.IntVar(&v.MaxConnections, "max-connections", 1024, "connections the webhook port holds open at once; one more is closed when accepted")
-	fs.IntVar(&v.MaxConnectionsPerSource, "max-connections-per-source", 256, "connections the webhook port holds open at once from one source IP; at most --max-connections")
+	fs.IntVar(&v.MaxConnectionsPerSource, "max-connections-per-source", 1024, "connections the webhook port holds open at once from one source IP; at most --max-connections")
 	fs.StringVar(&v.logLevel, "log-level", "info", "info, or debug for a line per admission decision; JSON on stderr")
 	fs.DurationVar(&v.ReadTimeout, "read-timeout", 10*time.Second, "time allowed to read a request body")
 	fs.DurationVar(&v.WriteTimeout, "write-timeout", 30*time.Second, "time allowed for a request, from its start to the end of the response")
