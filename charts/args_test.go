@@ -6,8 +6,8 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 )
 
 // TestArgsParseWithServe parses the container args of every certificate mode with the real

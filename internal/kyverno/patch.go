@@ -175,12 +175,6 @@ func (inj *injection) spec() policy.Spec {
 	return s
 }
 
-// isAnchor reports whether a key is a Kyverno anchor: (k), +(k), =(k),
-// X(k), <(k), ^(k).
-func isAnchor(k string) bool {
-	return strings.HasSuffix(k, ")") && strings.Contains(k, "(")
-}
-
 // pod reads a strategic merge patch of a pod. lists is set inside a
 // foreach: the containers it iterates.
 func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, lists []string) {
