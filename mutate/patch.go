@@ -36,14 +36,14 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 	if err != nil {
 		return nil, fmt.Errorf("computing patch: %w", err)
 	}
-	return KeepIntended(ops, original)
+	return keepIntended(ops, original)
 }
 
-// KeepIntended is what Patch keeps of the operations of a plain diff from
+// keepIntended is what Patch keeps of the operations of a plain diff from
 // the pod as the client sent it to the encoding of mutated: every one but
 // the removals of what only the typed round trip of original lost and the
 // additions of empty objects, in path order.
-func KeepIntended(ops []jsonpatch.Operation, original *corev1.Pod) ([]jsonpatch.Operation, error) {
+func keepIntended(ops []jsonpatch.Operation, original *corev1.Pod) ([]jsonpatch.Operation, error) {
 	var typed any // the typed original as generic JSON, decoded on first need
 	kept := ops[:0]
 	for _, op := range ops {

@@ -202,19 +202,9 @@ var errPatchTooLarge = errors.New("no pod needs so large a patch")
 
 // patch returns the encoded JSONPatch from raw, the pod as the API server
 // sent it, to mutated, what the core made of original (raw decoded), or nil
-// when there is nothing to change: controller-runtime's diff of the two
-// documents, less what only the typed round trip changed
-// (mutate.KeepIntended).
+// when there is nothing to change: mutate.Patch, as dry-run makes it.
 func (h *Handler) patch(raw []byte, original, mutated *corev1.Pod) ([]byte, error) {
-	out, err := json.Marshal(mutated)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the mutated pod: %w", err)
-	}
-	resp := cradmission.PatchResponseFromRaw(raw, out)
-	if resp.Result != nil && resp.Result.Code != http.StatusOK {
-		return nil, errors.New(resp.Result.Message)
-	}
-	ops, err := mutate.KeepIntended(resp.Patches, original)
+	ops, err := mutate.Patch(raw, original, mutated)
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package kyverno
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -261,7 +262,7 @@ func (r *ruleConverter) filter(f map[string]any, path *field.Path, isMatch bool)
 // selector decodes a label selector, refusing wildcards in its values,
 // which Kyverno matches as globs and Kubernetes as text.
 func (r *ruleConverter) selector(v any, path *field.Path) (*metav1.LabelSelector, bool) {
-	js, err := jsonOf(v)
+	js, err := json.Marshal(v)
 	if err != nil {
 		r.refuse(r.name, path, "not a label selector: "+err.Error())
 		return nil, false

@@ -296,7 +296,7 @@ func (r *ruleConverter) volume(inj *injection, v map[string]any, path *field.Pat
 						return
 					}
 				case "sizeLimit":
-					vol.sizeLimit = quantity(ed[ek])
+					vol.sizeLimit = scalar(ed[ek])
 				default:
 					r.leave(kp.Child(ek), "not converted: an emptyDir field this import does not know")
 					return
@@ -415,9 +415,9 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 				continue
 			}
 			if k == "limits" {
-				inj.memory.Limit = quantity(rl[rk])
+				inj.memory.Limit = scalar(rl[rk])
 			} else {
-				inj.memory.Request = quantity(rl[rk])
+				inj.memory.Request = scalar(rl[rk])
 			}
 			if rk == "memory" {
 				r.leave(rp, fmt.Sprintf("replaces any memory %s the %s sets; sandbox-webhook keeps the %s's own and raises the headroom to what the pod asks for (converted so; +(memory) says add-if-absent)",
@@ -518,9 +518,8 @@ func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
 	}
 }
 
-// quantity returns a quantity written as a string or a number.
-func quantity(v any) string { return scalar(v) }
-
+// scalar returns a value written as a string, a number or a boolean (a
+// quantity, an env value) as text.
 func scalar(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -532,8 +531,6 @@ func scalar(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-
-func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
 
 func strictJSON(js []byte, into any) error {
 	dec := json.NewDecoder(bytes.NewReader(js))
