@@ -39,17 +39,25 @@ type target struct {
 func (a *applier) apply() {
 	a.sp = &statusPolicy{Name: a.p.Name(), Hash: a.p.Hash, Mode: a.mode}
 	sel := a.containers()
+	// Each item starts clean, so that applied can tell an item the pod
+	// already had from one that changed it.
+	item := func(f func()) {
+		dirty := a.st.dirty
+		a.st.dirty = false
+		f()
+		a.st.dirty = a.st.dirty || dirty
+	}
 	for i := range a.p.Spec.Caches {
-		a.cache(i, sel)
+		item(func() { a.cache(i, sel) })
 	}
 	for i := range a.p.Spec.Assets {
-		a.asset(i, sel)
+		item(func() { a.asset(i, sel) })
 	}
 	for _, e := range a.p.Spec.Env {
-		a.env(e, sel)
+		item(func() { a.env(e, sel) })
 	}
 	if a.p.Spec.Memory != nil {
-		a.memory(sel)
+		item(func() { a.memory(sel) })
 	}
 	a.st.Policies = append(a.st.Policies, a.sp)
 }
@@ -609,7 +617,7 @@ func mountsAt(pod *corev1.Pod, volume, mountPath string) bool {
 
 func (a *applier) applied(item string) {
 	a.sp.Injected = append(a.sp.Injected, item)
-	a.res.Applied = append(a.res.Applied, Decision{Policy: a.p.Name(), Item: item, Shadow: a.shadow})
+	a.res.Applied = append(a.res.Applied, Decision{Policy: a.p.Name(), Item: item, Shadow: a.shadow, Present: !a.st.dirty})
 }
 
 // deny refuses the pod for item, with reason; a shadow policy only reports

@@ -152,6 +152,10 @@ type Decision struct {
 	Reason string
 	// Shadow is true for decisions of shadow policies: computed, not applied.
 	Shadow bool
+	// Present is true for an applied item the pod already had as the
+	// policy injects it (put there by another mutator, or by an earlier
+	// call): applying it changed nothing.
+	Present bool
 }
 
 // Result is the outcome of Pod.

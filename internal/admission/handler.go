@@ -331,10 +331,12 @@ func items(ds []mutate.Decision, withReason bool) []string {
 	return out
 }
 
+// shadowItems lists what shadow policies would change or skipped; an item
+// the pod already has is no change.
 func shadowItems(res mutate.Result) []string {
 	var out []string
 	for _, d := range res.Applied {
-		if d.Shadow {
+		if d.Shadow && !d.Present {
 			out = append(out, d.Policy+"/"+d.Item)
 		}
 	}

@@ -323,11 +323,39 @@ spec:
 	if got := testutil.ToFloat64(f.handler.metrics.hits.WithLabelValues("trial", "memory", "shadow")); got != 1 {
 		t.Errorf("shadow hits = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(f.handler.metrics.shadow.WithLabelValues("trial", "apply")); got < 2 {
-		t.Errorf("shadow decisions = %v, want at least 2 (cache and env)", got)
+	if got := testutil.ToFloat64(f.handler.metrics.shadow.WithLabelValues("trial", "apply")); got != 2 {
+		t.Errorf("shadow decisions = %v, want 2 (cache and env)", got)
 	}
 	if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(OutcomeUnchanged))); got != 1 {
 		t.Errorf("unchanged = %v, want 1", got)
+	}
+
+	// A pod another mutator gave the cache and env as the policy would:
+	// nothing to apply, both present.
+	var pod corev1.Pod
+	if err := json.Unmarshal(podJSON(t, "basic"), &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "uv-cache", VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Gi"))}}})
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "uv-cache", MountPath: "/root/.cache/uv"})
+		c.Env = append(c.Env, corev1.EnvVar{Name: "UV_LINK_MODE", Value: "copy"})
+	}
+	b, err := json.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ = create("sandboxes", b)
+	if resp := f.admit(t, req); !resp.Allowed || len(resp.Patch) != 0 {
+		t.Fatalf("a shadow policy patched: %s", resp.Patch)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.shadow.WithLabelValues("trial", "apply")); got != 2 {
+		t.Errorf("after a pod that has both: shadow apply decisions = %v, want still 2", got)
+	}
+	if got := testutil.ToFloat64(f.handler.metrics.shadow.WithLabelValues("trial", "present")); got != 2 {
+		t.Errorf("shadow present decisions = %v, want 2 (cache and env)", got)
 	}
 }
 

@@ -71,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"policy", "mode", "enforcement"}),
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_webhook_shadow_decisions_total",
-			Help: "Items shadow policies would have injected (decision=apply) or skipped (decision=skip); nothing is patched.",
+			Help: "Items shadow policies would have injected (decision=apply), found already in the pod as they would inject them (decision=present) or skipped (decision=skip); nothing is patched.",
 		}, []string{"policy", "decision"}),
 		podLevelDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_webhook_pod_level_dropped_total",
@@ -115,7 +115,10 @@ func (m *Metrics) observeResult(res mutate.Result) {
 		}
 	}
 	for _, d := range res.Applied {
-		if d.Shadow {
+		switch {
+		case d.Shadow && d.Present:
+			m.shadow.WithLabelValues(d.Policy, "present").Inc()
+		case d.Shadow:
 			m.shadow.WithLabelValues(d.Policy, "apply").Inc()
 		}
 	}
