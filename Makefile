@@ -72,6 +72,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
 	cd e2e && go vet -tags nodee2e ./node/ ./cluster/ ./harness/
 	cd e2e && go vet -tags kyvernoparity ./kyvernoparity/
+	cd e2e && go vet -tags kyvernocutover .
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
 	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
@@ -141,6 +142,11 @@ cluster-e2e: ## A single-node cluster in its own network and mount namespaces: t
 .PHONY: kyverno-parity
 kyverno-parity: build-cli ## Kyverno's own engine (its CLI, built into bin/ once) against dry-run of the import, on the golden pods (docs/migrate-from-kyverno.md).
 	KYVERNO=$$(bash hack/kyverno.sh) && cd e2e && KYVERNO=$$KYVERNO go test -tags kyvernoparity -count=1 -v ./kyvernoparity/
+
+.PHONY: kyverno-cutover
+kyverno-cutover: ## The cutover from Kyverno, walked with its admission controller (built into bin/ once) under a stream of sandbox pod creates, in both webhook orders (docs/migrate-from-kyverno.md).
+	MATRIX=newest bash hack/tools.sh
+	KYVERNO_ADMISSION=$$(bash hack/kyverno.sh admission) && cd e2e && KYVERNO_ADMISSION=$$KYVERNO_ADMISSION go test -tags kyvernocutover -count=1 -v -timeout 30m -run '^TestKyvernoCutover$$' .
 
 NODE_LEAK_PODS ?= 100
 NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv
