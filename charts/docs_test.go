@@ -203,7 +203,7 @@ func mergeMaps(dst, src map[string]any) map[string]any {
 	return out
 }
 
-// TestReadmeInstall: the README's install builds an image, pushes it, and
+// TestReadmeInstall: the README's install builds and pushes an image (make push), and
 // installs the chart with that image; the rendered Deployment runs exactly
 // the image built and pushed.
 func TestReadmeInstall(t *testing.T) {
@@ -215,16 +215,14 @@ func TestReadmeInstall(t *testing.T) {
 	if m == nil {
 		t.Fatal("README.md: no sh block under ## Install")
 	}
-	var built, pushed string
+	var pushed string
 	vals := map[string]any{}
 	ns := ""
 	for line := range strings.Lines(strings.ReplaceAll(string(m[1]), "\\\n", " ")) {
 		words := docWords(line)
 		switch {
-		case len(words) >= 3 && words[0] == "make" && words[1] == "image" && strings.HasPrefix(words[2], "IMAGE="):
-			built = strings.TrimPrefix(words[2], "IMAGE=")
-		case len(words) >= 3 && words[0] == "docker" && words[1] == "push":
-			pushed = words[2]
+		case len(words) >= 3 && words[0] == "make" && words[1] == "push" && strings.HasPrefix(words[2], "IMAGE="):
+			pushed = strings.TrimPrefix(words[2], "IMAGE=")
 		case len(words) >= 4 && words[0] == "helm" && words[1] == "install":
 			for i := 4; i < len(words); i++ {
 				switch words[i] {
@@ -240,9 +238,10 @@ func TestReadmeInstall(t *testing.T) {
 			}
 		}
 	}
-	if built == "" || built != pushed {
-		t.Fatalf("the README builds %q and pushes %q: want the same image", built, pushed)
+	if pushed == "" {
+		t.Fatal("the README's Install pushes no image (make push IMAGE=...)")
 	}
+	built := pushed
 	r, err := renderValues(t, vals, "sandbox-webhook", ns)
 	if err != nil {
 		t.Fatalf("render: %v", err)

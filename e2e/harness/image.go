@@ -3,13 +3,20 @@ package harness
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
 )
 
 // NodeImage is the one image the node e2e runs, both as every container and
@@ -24,190 +31,93 @@ var busyboxApplets = []string{
 	"sleep", "stat", "sync", "tail", "touch", "tr", "true", "wc",
 }
 
-// WriteBusyboxImage writes an OCI image archive (the layout `ctr images
-// import` reads) of NodeImage to path, with busybox as its only binary. Its
-// default command sleeps, so it also serves as the pod sandbox image.
+// WriteBusyboxImage writes an OCI image archive (what `ctr images import`
+// reads) of NodeImage to path, with busybox as its only binary. Its default
+// command sleeps, so it also serves as the pod sandbox image.
 func WriteBusyboxImage(busybox, path string) error {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return fmt.Errorf("reading the static busybox (apt-get install busybox-static): %w", err)
 	}
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
 	for _, d := range []string{"bin/", "tmp/", "root/", "proc/", "sys/", "dev/", "etc/"} {
 		mode := int64(0o755)
 		if d == "tmp/" {
 			mode = 0o1777
 		}
-		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch}); err != nil {
 			return err
 		}
 	}
-	if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), ModTime: epoch}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), ModTime: epoch}); err != nil {
 		return err
 	}
-	if _, err := lw.Write(bb); err != nil {
+	if _, err := tw.Write(bb); err != nil {
 		return err
 	}
 	for _, a := range busyboxApplets {
-		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: epoch}); err != nil {
 			return err
 		}
 	}
-	if err := lw.Close(); err != nil {
+	if err := tw.Close(); err != nil {
 		return err
 	}
-
-	return writeOCIArchive(path, NodeImage, "busybox", layer.Bytes(), map[string]any{
-		"Env": []string{"PATH=/bin"},
-		"Cmd": []string{"/bin/sleep", "2147483647"},
-	})
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config.Env = []string{"PATH=/bin"}
+	cf.Config.Cmd = []string{"/bin/sleep", "2147483647"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex),
+		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}})
+	return writeArchive(idx, NodeImage, path)
 }
 
 // WebhookImage is the name the cluster e2e gives the webhook's image.
 const WebhookImage = "localhost/sandbox-webhook:e2e"
 
-// WriteWebhookImage writes an OCI image archive of the webhook, as the
-// Dockerfile describes it, to path: the server binary at /sandbox-webhook
-// on an empty base with distroless/static's nonroot user (65532) in
-// /etc/passwd and a world-writable /tmp, run as that user, entrypoint
-// /sandbox-webhook, command serve (WebhookImageConfig; TestWebhookImage
-// holds it to the Dockerfile).
+// WriteWebhookImage writes the webhook's image as `make image` builds it
+// (internal/image), for this machine's architecture, from binary, as an
+// OCI image archive named WebhookImage.
 func WriteWebhookImage(binary, path string) error {
-	b, err := os.ReadFile(binary)
+	idx, err := image.Build(image.Options{Binaries: map[string]string{"linux/" + runtime.GOARCH: binary}, Version: "e2e"})
 	if err != nil {
 		return err
 	}
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	epoch := time.Unix(0, 0)
-	for _, d := range []struct {
-		name string
-		mode int64
-	}{{"etc/", 0o755}, {"tmp/", 0o1777}, {"home/", 0o755}, {"home/nonroot/", 0o700}} {
-		h := &tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, ModTime: epoch}
-		if d.name == "home/nonroot/" {
-			h.Uid, h.Gid = 65532, 65532
-		}
-		if err := lw.WriteHeader(h); err != nil {
-			return err
-		}
-	}
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{"sandbox-webhook", 0o755, b},
-	} {
-		if err := lw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
-			return err
-		}
-		if _, err := lw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := lw.Close(); err != nil {
-		return err
-	}
-	return writeOCIArchive(path, WebhookImage, "e2e", layer.Bytes(), WebhookImageConfig)
+	return writeArchive(idx, WebhookImage, path)
 }
 
-// WebhookImageConfig is the image configuration the Dockerfile's final
-// stage gives: its USER, ENTRYPOINT and CMD.
-var WebhookImageConfig = map[string]any{
-	"Env":        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-	"User":       "65532:65532",
-	"Entrypoint": []string{"/sandbox-webhook"},
-	"Cmd":        []string{"serve"},
-}
-
-// writeOCIArchive writes an OCI image archive (the layout `ctr images
-// import` reads) of one image, name, with one layer and the configuration
-// imageConfig, to path.
-func writeOCIArchive(path, name, ref string, layer []byte, imageConfig map[string]any) error {
-	layerDigest := digest(layer)
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"config":       imageConfig,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	})
+// writeArchive writes idx, named ref, as an OCI image archive at path.
+func writeArchive(idx v1.ImageIndex, ref, path string) error {
+	dir, err := os.MkdirTemp("", "oci-layout-")
 	if err != nil {
 		return err
 	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        descriptor("application/vnd.oci.image.config.v1+json", config),
-		"layers":        []any{descriptor("application/vnd.oci.image.layer.v1.tar", layer)},
-	})
-	if err != nil {
-		return err
-	}
-	md := descriptor("application/vnd.oci.image.manifest.v1+json", manifest)
-	md["platform"] = map[string]string{"architecture": "amd64", "os": "linux"}
-	md["annotations"] = map[string]string{
-		"io.containerd.image.name":          name,
-		"org.opencontainers.image.ref.name": ref,
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests":     []any{md},
-	})
-	if err != nil {
-		return err
-	}
-
-	var out bytes.Buffer
-	w := tar.NewWriter(&out)
-	epoch := time.Unix(0, 0)
-	files := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(layer), layer},
-		{blobPath(config), config},
-		{blobPath(manifest), manifest},
-	}
-	for _, d := range []string{"blobs/", "blobs/sha256/"} {
-		if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch}); err != nil {
-			return err
-		}
-	}
-	for _, f := range files {
-		if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
-			return err
-		}
-		if _, err := w.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
+	defer os.RemoveAll(dir)
+	layout := filepath.Join(dir, "oci")
+	if err := image.WriteLayout(layout, idx, ref); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func blobPath(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "blobs/sha256/" + hex.EncodeToString(sum[:])
-}
-
-func descriptor(mediaType string, b []byte) map[string]any {
-	return map[string]any{"mediaType": mediaType, "digest": digest(b), "size": len(b)}
+	return image.WriteArchive(layout, path)
 }

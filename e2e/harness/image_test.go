@@ -3,13 +3,19 @@ package harness
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
 )
 
 // TestWriteBusyboxImage reads the archive back as `ctr images import` would:
@@ -33,13 +39,13 @@ func TestWriteBusyboxImage(t *testing.T) {
 		} `json:"rootfs"`
 	}
 	mustUnmarshal(t, blob(t, files, manifest.Config.Digest), &config)
-	if len(manifest.Layers) != 1 || !slices.Equal(config.RootFS.DiffIDs, []string{manifest.Layers[0].Digest}) {
-		t.Fatalf("want one uncompressed layer whose digest is its diff_id: layers %+v, diff_ids %v", manifest.Layers, config.RootFS.DiffIDs)
+	if len(manifest.Layers) != 1 || !slices.Equal(config.RootFS.DiffIDs, []string{digest(layerTar(t, files, manifest))}) {
+		t.Fatalf("want one layer whose uncompressed digest is its diff_id: layers %+v, diff_ids %v", manifest.Layers, config.RootFS.DiffIDs)
 	}
 	if !slices.Equal(config.Config.Cmd, []string{"/bin/sleep", "2147483647"}) {
 		t.Errorf("default command %v: the sandbox image must sleep", config.Config.Cmd)
 	}
-	layer := readTar(t, blob(t, files, manifest.Layers[0].Digest))
+	layer := readTar(t, layerTar(t, files, manifest))
 	if string(layer["bin/busybox"]) != "not really busybox" {
 		t.Errorf("bin/busybox: got %q", layer["bin/busybox"])
 	}
@@ -51,9 +57,9 @@ func TestWriteBusyboxImage(t *testing.T) {
 }
 
 // TestWriteWebhookImage reads the webhook's image back: named
-// WebhookImage, configured as WebhookImageConfig (the Dockerfile's, per
-// TestDockerfileStages), the binary at /sandbox-webhook and the nonroot
-// user in /etc/passwd.
+// WebhookImage, configured as internal/image configures it (the
+// Dockerfile's, per TestDockerfileStages), the binary at /sandbox-webhook
+// and the nonroot user in /etc/passwd.
 func TestWriteWebhookImage(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sandbox-webhook")
@@ -74,10 +80,10 @@ func TestWriteWebhookImage(t *testing.T) {
 	}
 	mustUnmarshal(t, blob(t, files, manifest.Config.Digest), &config)
 	c := config.Config
-	if c.User != WebhookImageConfig["User"] || !slices.Equal(c.Entrypoint, WebhookImageConfig["Entrypoint"].([]string)) || !slices.Equal(c.Cmd, WebhookImageConfig["Cmd"].([]string)) {
-		t.Errorf("image config %+v, want %v", c, WebhookImageConfig)
+	if c.User != image.User || !slices.Equal(c.Entrypoint, image.Entrypoint) || !slices.Equal(c.Cmd, image.Cmd) {
+		t.Errorf("image config %+v, want user %s entrypoint %q cmd %q", c, image.User, image.Entrypoint, image.Cmd)
 	}
-	layer := readTar(t, blob(t, files, manifest.Layers[0].Digest))
+	layer := readTar(t, layerTar(t, files, manifest))
 	if string(layer["sandbox-webhook"]) != "not really the server" {
 		t.Errorf("/sandbox-webhook: got %q", layer["sandbox-webhook"])
 	}
@@ -88,13 +94,16 @@ func TestWriteWebhookImage(t *testing.T) {
 
 // imageManifest is the part of an OCI manifest the tests read.
 type imageManifest struct {
-	Config struct{ Digest string }   `json:"config"`
-	Layers []struct{ Digest string } `json:"layers"`
+	Config struct{ Digest string } `json:"config"`
+	Layers []struct {
+		Digest    string
+		MediaType string
+	} `json:"layers"`
 }
 
 // readImage reads an image archive as `ctr images import` would: every
-// blob under its digest, index.json naming one manifest as name, and that
-// manifest.
+// blob under its digest, index.json naming one index as name, and in it
+// the manifest of this machine's platform.
 func readImage(t *testing.T, archive, name string) (map[string][]byte, imageManifest) {
 	t.Helper()
 	files := readTar(t, mustRead(t, archive))
@@ -105,19 +114,49 @@ func readImage(t *testing.T, archive, name string) (map[string][]byte, imageMani
 			}
 		}
 	}
-	var index struct {
+	type index struct {
 		Manifests []struct {
+			MediaType   string            `json:"mediaType"`
 			Digest      string            `json:"digest"`
 			Annotations map[string]string `json:"annotations"`
+			Platform    struct{ OS, Architecture string }
 		} `json:"manifests"`
 	}
-	mustUnmarshal(t, files["index.json"], &index)
-	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] != name {
-		t.Fatalf("index.json: want one manifest named %s, got %+v", name, index.Manifests)
+	var top, images index
+	mustUnmarshal(t, files["index.json"], &top)
+	if len(top.Manifests) != 1 || top.Manifests[0].Annotations["io.containerd.image.name"] != name ||
+		top.Manifests[0].MediaType != "application/vnd.oci.image.index.v1+json" {
+		t.Fatalf("index.json: want one image index named %s, got %+v", name, top.Manifests)
+	}
+	mustUnmarshal(t, blob(t, files, top.Manifests[0].Digest), &images)
+	if len(images.Manifests) != 1 || images.Manifests[0].Platform.OS != "linux" || images.Manifests[0].Platform.Architecture != runtime.GOARCH {
+		t.Fatalf("want one manifest for linux/%s, got %+v", runtime.GOARCH, images.Manifests)
 	}
 	var manifest imageManifest
-	mustUnmarshal(t, blob(t, files, index.Manifests[0].Digest), &manifest)
+	mustUnmarshal(t, blob(t, files, images.Manifests[0].Digest), &manifest)
 	return files, manifest
+}
+
+// layerTar is the one layer of manifest, uncompressed.
+func layerTar(t *testing.T, files map[string][]byte, m imageManifest) []byte {
+	t.Helper()
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != "application/vnd.oci.image.layer.v1.tar+gzip" {
+		t.Fatalf("layers %+v, want one gzip layer", m.Layers)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, m.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func TestWriteBusyboxImageMissingBinary(t *testing.T) {
