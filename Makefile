@@ -137,6 +137,20 @@ image: ## Build the server's image for linux/amd64 and linux/arm64 into _output/
 push: image ## Push the image to IMAGE with the credentials the Docker CLI and crane read (PUSH_FLAGS=-insecure for a plain-HTTP registry).
 	go run ./hack/image push $(PUSH_FLAGS) -layout $(IMAGE_OUT)/oci $(IMAGE)
 
+# The chart carries the release's version: CHART_VERSION is VERSION without its v
+# (0.0.0-VERSION between tags, where VERSION is no SemVer), appVersion is VERSION,
+# and the chart's default image tag is its appVersion.
+CHART_VERSION ?= $(shell v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then echo "$${v#v}"; else echo "0.0.0-$$v"; fi)
+CHART_OUT     ?= $(CURDIR)/_output/chart
+
+.PHONY: chart push-chart
+chart: helm ## Package the chart as _output/chart/sandbox-webhook-CHART_VERSION.tgz, version and appVersion from VERSION.
+	$(BIN)/helm package charts/sandbox-webhook --version $(CHART_VERSION) --app-version $(VERSION) -d $(CHART_OUT)
+
+push-chart: chart ## Push the chart as an OCI artifact to CHART_REPO (oci://host/path; PUSH_CHART_FLAGS=--plain-http for a plain-HTTP registry).
+	@test -n "$(CHART_REPO)" || { echo "CHART_REPO=oci://host/path is required"; exit 2; }
+	$(BIN)/helm push $(CHART_OUT)/sandbox-webhook-$(CHART_VERSION).tgz $(CHART_REPO) $(PUSH_CHART_FLAGS)
+
 docker-image: ## The same image from the Dockerfile, with a Docker engine.
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 

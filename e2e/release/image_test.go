@@ -1,4 +1,4 @@
-package dockerfile
+package release
 
 import (
 	"encoding/base64"

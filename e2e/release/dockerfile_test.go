@@ -1,8 +1,10 @@
-// Checks of the Dockerfile that need no Docker engine: BuildKit's own parser and lint
-// rules (those of `docker build --check`), the build context, and the build command
-// against the Makefile's. They run in the repository root, where the Dockerfile,
-// the Makefile and the build context are.
-package dockerfile
+// Package release checks what a release publishes, with no Docker engine: the image
+// `make image` builds and `make push` pushes, the chart `make chart` packages and `make
+// push-chart` pushes, and the Dockerfile (BuildKit's own parser and lint rules, those of
+// `docker build --check`, the build context, and the build command against the
+// Makefile's). The tests run in the repository root, where the Dockerfile, the Makefile
+// and the build context are.
+package release
 
 import (
 	"bytes"
