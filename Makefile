@@ -73,6 +73,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	cd e2e && go vet -tags nodee2e ./node/ ./cluster/ ./harness/
 	cd e2e && go vet -tags kyvernoparity ./kyvernoparity/
 	cd e2e && go vet -tags kyvernocutover .
+	cd e2e && go vet -tags arm64e2e .
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
 	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
@@ -175,6 +176,10 @@ cluster-e2e: ## A single-node cluster in its own network and mount namespaces: t
 .PHONY: kyverno-parity
 kyverno-parity: build-cli ## Kyverno's own engine (its CLI, built into bin/ once) against dry-run of the import, on the golden pods (docs/migrate-from-kyverno.md).
 	KYVERNO=$$(bash hack/kyverno.sh) && cd e2e && KYVERNO=$$KYVERNO go test -tags kyvernoparity -count=1 -v ./kyvernoparity/
+
+.PHONY: arm64-e2e
+arm64-e2e: tools image ## The golden corpus through the API server against the image's arm64 server binary, run under qemu-user-static (root, apt).
+	QEMU=$$(bash hack/arm64-tools.sh) && cd e2e && ARM64_IMAGE=$(IMAGE_OUT)/oci QEMU_AARCH64=$$QEMU go test -tags arm64e2e -count=1 -v -timeout 20m -run '^TestArm64Corpus$$' .
 
 .PHONY: kyverno-cutover
 kyverno-cutover: ## The cutover from Kyverno, walked with its admission controller (built into bin/ once) under a stream of sandbox pod creates, in both webhook orders (docs/migrate-from-kyverno.md).
