@@ -65,7 +65,7 @@ e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor (a
 	cd e2e && E2E_FEATURE_GATES=$(MATRIX_GATES) $(GO_TEST) -race -count=1 -run '$(MATRIX_TESTS)' .
 
 .PHONY: lint
-lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
+lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module; actionlint on the release workflow.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@set -e; for m in . $(TEST_MODULES); do (cd $$m && go mod tidy -diff) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	go vet ./...
@@ -75,6 +75,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module.
 	cd e2e && go vet -tags kyvernocutover .
 	cd e2e && go vet -tags arm64e2e .
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
+	go tool -modfile=hack/actionlint/go.mod actionlint .github/workflows/*.yaml
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
 	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,8 +28,13 @@ func TestChartPush(t *testing.T) {
 	env := append(os.Environ(), "MAKEFLAGS=", "HELM_CONFIG_HOME="+helmHome, "HELM_CACHE_HOME="+helmHome, "HELM_DATA_HOME="+helmHome)
 	cmd := exec.Command("make", "push-chart", "VERSION=v1.2.3", "CHART_REPO="+repo, "PUSH_CHART_FLAGS=--plain-http", "CHART_OUT="+t.TempDir())
 	cmd.Env = env
-	if b, err := cmd.CombinedOutput(); err != nil {
+	b, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("make push-chart: %v\n%s", err, b)
+	}
+	// The release workflow signs the chart by the digest helm prints.
+	if !regexp.MustCompile(`(?m)^Digest: sha256:[0-9a-f]{64}$`).Match(b) {
+		t.Errorf("make push-chart printed no digest:\n%s", b)
 	}
 	helm := func(args ...string) []byte {
 		t.Helper()
