@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
 )
 
@@ -100,18 +98,7 @@ func runsServe(qemu, bin string) bool {
 // extractArm64 writes the server binary of the linux/arm64 image in the
 // OCI layout dir to path.
 func extractArm64(dir, path string) error {
-	top, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return err
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		return err
-	}
-	if len(m.Manifests) != 1 {
-		return errors.New("want the one index make image writes")
-	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	idx, err := image.ReadLayout(dir)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
@@ -150,22 +149,7 @@ func push(args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := layout.FromPath(*dir)
-	if err != nil {
-		return err
-	}
-	top, err := p.ImageIndex()
-	if err != nil {
-		return err
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		return err
-	}
-	if len(m.Manifests) != 1 {
-		return fmt.Errorf("%s holds %d indexes, want the one `make image` writes", *dir, len(m.Manifests))
-	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	idx, err := image.ReadLayout(*dir)
 	if err != nil {
 		return err
 	}

@@ -219,6 +219,22 @@ func WriteLayout(dir string, idx v1.ImageIndex, ref string) error {
 	}))
 }
 
+// ReadLayout returns the index WriteLayout wrote to dir.
+func ReadLayout(dir string) (v1.ImageIndex, error) {
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) != 1 {
+		return nil, fmt.Errorf("%s holds %d indexes, want the one `make image` writes", dir, len(m.Manifests))
+	}
+	return top.ImageIndex(m.Manifests[0].Digest)
+}
+
 // WriteArchive writes the OCI layout in dir as a tar archive, the form
 // `ctr images import` reads, with its entries sorted and dated the epoch.
 func WriteArchive(dir, path string) error {

@@ -173,6 +173,11 @@ func TestLayoutAndArchive(t *testing.T) {
 		if err := WriteLayout(dir, idx, "sandbox-webhook:test"); err != nil {
 			t.Fatal(err)
 		}
+		if got, err := ReadLayout(dir); err != nil {
+			t.Fatal(err)
+		} else if d, _ := got.Digest(); d != want {
+			t.Fatalf("ReadLayout: %s, want %s", d, want)
+		}
 		top, err := layout.ImageIndexFromPath(dir)
 		if err != nil {
 			t.Fatal(err)
