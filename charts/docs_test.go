@@ -232,8 +232,12 @@ func TestReadmeInstall(t *testing.T) {
 	for line := range strings.Lines(strings.ReplaceAll(string(m[1]), "\\\n", " ")) {
 		words := docWords(line)
 		switch {
-		case len(words) >= 3 && words[0] == "make" && words[1] == "push" && strings.HasPrefix(words[2], "IMAGE="):
-			pushed = strings.TrimPrefix(words[2], "IMAGE=")
+		case len(words) >= 3 && words[0] == "make" && words[1] == "push":
+			for _, w := range words[2:] {
+				if v, ok := strings.CutPrefix(w, "IMAGE="); ok {
+					pushed = v
+				}
+			}
 		case len(words) >= 4 && words[0] == "helm" && words[1] == "install":
 			for i := 4; i < len(words); i++ {
 				switch words[i] {

@@ -4,7 +4,8 @@
 # packages, and builds bin/kubelet from e2e/tools like kube-apiserver
 # (hack/tools.sh kubelet). With "cluster" (make cluster-e2e) also the pod
 # network's CNI plugins, iptables and conntrack for kube-proxy, and builds
-# kube-controller-manager, kube-scheduler and kube-proxy. Needs root for
+# kube-controller-manager, kube-scheduler, kube-proxy and the registry the
+# image and chart are pushed to. Needs root for
 # apt-get; installs only what is missing, so a second run costs a second.
 #
 # Usage: hack/node-tools.sh [cluster]
@@ -18,7 +19,7 @@ packages=(containerd runc busybox-static)
 tools=(kubelet)
 if [[ ${1:-} == cluster ]]; then
 	packages+=(containernetworking-plugins iptables conntrack)
-	tools+=(kube-controller-manager kube-scheduler kube-proxy)
+	tools+=(kube-controller-manager kube-scheduler kube-proxy registry)
 fi
 missing=()
 for pkg in "${packages[@]}"; do

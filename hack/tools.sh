@@ -7,8 +7,10 @@
 #   bin/etcd             go.etcd.io/etcd/server/v3
 #   bin/kubectl          only when asked for (the demo): hack/tools.sh kubectl
 #   bin/kubelet          only when asked for (make node-e2e): hack/tools.sh kubelet
-#   bin/kube-controller-manager, bin/kube-scheduler, bin/kube-proxy
-#                        only when asked for (make cluster-e2e)
+#   bin/kube-controller-manager, bin/kube-scheduler, bin/kube-proxy, bin/registry
+#                        only when asked for (make cluster-e2e); the registry
+#                        (the CNCF distribution registry) from its own module
+#                        e2e/tools/registry
 #   bin/k8s-1.NN/kube-apiserver
 #                        kube-apiserver@1.NN: an older minor of the e2e version
 #                        matrix, from its own module e2e/tools/k8s-1.NN (it
@@ -135,8 +137,13 @@ for name in "${names[@]}"; do
 		want=("Kubernetes $kube_version") pkg=k8s.io/kubernetes/cmd/$name ldflags=$kube_ldflags ;;
 	etcd)
 		want=("etcd Version: ${etcd_version#v}") pkg=go.etcd.io/etcd/server/v3 ldflags="-s -w" ;;
+	registry)
+		moddir=$tools/registry
+		version=$(modversion github.com/distribution/distribution/v3 "$moddir")
+		want=("$version") pkg=github.com/distribution/distribution/v3/cmd/registry
+		ldflags="-s -w -X github.com/distribution/distribution/v3/version.version=$version" ;;
 	*)
-		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet kube-controller-manager kube-scheduler kube-proxy kube-apiserver@1.NN)"
+		log "unknown tool $name (known: kube-apiserver etcd kubectl kubelet kube-controller-manager kube-scheduler kube-proxy registry kube-apiserver@1.NN)"
 		exit 2 ;;
 	esac
 	if reports "$bin/$out" "${want[@]}"; then

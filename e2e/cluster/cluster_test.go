@@ -30,8 +30,8 @@ func TestWebhookRunsAsPods(t *testing.T) {
 	}
 	for _, p := range pods {
 		c := p.Spec.Containers[0]
-		if c.Image != harness.WebhookImage {
-			t.Errorf("%s runs %s, want %s", p.Name, c.Image, harness.WebhookImage)
+		if c.Image != suite.image {
+			t.Errorf("%s runs %s, want %s, the image the README's Install pushed", p.Name, c.Image, suite.image)
 		}
 		if !podReady(&p) {
 			t.Errorf("%s is not Ready", p.Name)

@@ -38,9 +38,6 @@ const (
 	release   = "sandbox-webhook"
 	releaseNS = "sandbox-webhook"
 	fullname  = "sandbox-webhook"
-	// imageEnv passes the webhook image's archive, built before the test
-	// enters the cluster's namespaces (where there is no network).
-	imageEnv = "CLUSTER_E2E_IMAGE"
 )
 
 var suite struct {
@@ -49,6 +46,8 @@ var suite struct {
 	cluster *harness.Cluster
 	cs      kubernetes.Interface
 	helmLog strings.Builder
+	// image is the webhook's image as the README's Install pushed it.
+	image string
 }
 
 func TestMain(m *testing.M) {
@@ -75,20 +74,18 @@ func run(m *testing.M) (int, error) {
 		if os.Geteuid() != 0 {
 			return 1, fmt.Errorf("the cluster e2e runs a node: it needs root (make cluster-e2e)")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		// Outside, where the module proxy is: build what the README's
+		// Install builds, so that it runs inside as written.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		if err := os.MkdirAll(filepath.Join(suite.dir, "bin"), 0o755); err != nil {
-			return 1, err
-		}
-		binary, err := harness.BuildWebhook(ctx, root, filepath.Join(suite.dir, "bin"))
+		cmds, err := readmeInstall(root)
 		if err != nil {
 			return 1, err
 		}
-		image := filepath.Join(suite.dir, "bin", "webhook-image.tar")
-		if err := harness.WriteWebhookImage(binary, image); err != nil {
+		if err := warmBuild(ctx, root, cmds); err != nil {
 			return 1, err
 		}
-		return harness.RunInClusterNamespaces(imageEnv + "=" + image)
+		return harness.RunInClusterNamespaces()
 	}
 	if err := harness.SetUpClusterNamespaces(); err != nil {
 		return 1, err
@@ -96,11 +93,19 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
+	// The registry the README's Install pushes to, in its host's place.
+	reg, err := startRegistry(ctx, filepath.Join(root, "bin"), filepath.Join(suite.dir, "registry"))
+	if err != nil {
+		return 1, err
+	}
+	defer func() {
+		_ = reg.Process.Kill()
+		_ = reg.Wait()
+	}()
 	c, err := harness.StartCluster(ctx, harness.ClusterOptions{
 		Dir:     filepath.Join(suite.dir, "run"),
 		Bin:     filepath.Join(root, "bin"),
 		Busybox: "/bin/busybox",
-		Images:  []string{os.Getenv(imageEnv)},
 	})
 	if err != nil {
 		return 1, err
@@ -122,27 +127,20 @@ func run(m *testing.M) (int, error) {
 	return code, err
 }
 
-// install installs the chart from the working tree with its defaults but
-// the image and certificates.mode=selfManaged, and waits until both
-// replicas are available and the apiserver sends sandbox pods to them.
+// install runs the README's Install (registryAddr for its registry): the
+// image and the chart pushed, the chart installed from the registry, and
+// waits until both replicas are available and the apiserver sends sandbox
+// pods to them.
 func install(ctx context.Context) error {
-	if _, err := suite.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	cfg, err := helmConfig()
+	cmds, err := readmeInstall(suite.root)
 	if err != nil {
 		return err
 	}
-	chrt, err := loader.Load(filepath.Join(suite.root, chart.Dir))
-	if err != nil {
+	if suite.image, err = pushedImage(cmds); err != nil {
 		return err
 	}
-	in := action.NewInstall(cfg)
-	in.ReleaseName, in.Namespace = release, releaseNS
-	in.WaitStrategy = kube.HookOnlyStrategy
-	in.Timeout = time.Minute
-	if _, err := in.RunWithContext(ctx, chrt, installValues(nil)); err != nil {
-		return fmt.Errorf("helm install: %w\n%s", err, suite.helmLog.String())
+	if err := runReadmeInstall(ctx, suite.root, suite.cluster.Kubeconfig, cmds); err != nil {
+		return err
 	}
 	if err := waitRollout(ctx); err != nil {
 		return err
@@ -154,11 +152,13 @@ func install(ctx context.Context) error {
 	return harness.WaitMutating(ctx, suite.cs, loadPod("probe"), true)
 }
 
-// installValues are the chart's defaults but the image and the
-// certificate mode, with more merged over them.
+// installValues are the chart's defaults but the image (the one the
+// README's Install pushed) and the certificate mode, with more merged over
+// them.
 func installValues(more map[string]any) map[string]any {
+	repo, tag, _ := strings.Cut(suite.image, ":v")
 	v := map[string]any{
-		"image":        map[string]any{"repository": strings.Split(harness.WebhookImage, ":")[0], "tag": strings.Split(harness.WebhookImage, ":")[1]},
+		"image":        map[string]any{"repository": repo, "tag": "v" + tag},
 		"certificates": map[string]any{"mode": "selfManaged"},
 	}
 	for k, x := range more {
@@ -191,6 +191,9 @@ func upgrade(ctx context.Context, more map[string]any) (*releasev1.Release, erro
 }
 
 func helmConfig() (*action.Configuration, error) {
+	// The helm CLI's field manager: the README's `helm install` applied
+	// the release as "helm", and upgrades here are a user's `helm upgrade`.
+	kube.ManagedFieldsManager = "helm"
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = ptr.To(suite.cluster.Kubeconfig)
 	flags.Namespace = ptr.To(releaseNS)

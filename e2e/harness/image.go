@@ -91,20 +91,6 @@ func WriteBusyboxImage(busybox, path string) error {
 	return writeArchive(idx, NodeImage, path)
 }
 
-// WebhookImage is the name the cluster e2e gives the webhook's image.
-const WebhookImage = "localhost/sandbox-webhook:e2e"
-
-// WriteWebhookImage writes the webhook's image as `make image` builds it
-// (internal/image), for this machine's architecture, from binary, as an
-// OCI image archive named WebhookImage.
-func WriteWebhookImage(binary, path string) error {
-	idx, err := image.Build(image.Options{Binaries: map[string]string{"linux/" + runtime.GOARCH: binary}, Version: "e2e"})
-	if err != nil {
-		return err
-	}
-	return writeArchive(idx, WebhookImage, path)
-}
-
 // writeArchive writes idx, named ref, as an OCI image archive at path.
 func writeArchive(idx v1.ImageIndex, ref, path string) error {
 	dir, err := os.MkdirTemp("", "oci-layout-")

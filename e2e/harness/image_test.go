@@ -14,8 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-
-	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
 )
 
 // TestWriteBusyboxImage reads the archive back as `ctr images import` would:
@@ -53,42 +51,6 @@ func TestWriteBusyboxImage(t *testing.T) {
 		if _, ok := layer["bin/"+a]; !ok {
 			t.Errorf("bin/%s missing from the layer", a)
 		}
-	}
-}
-
-// TestWriteWebhookImage reads the webhook's image back: named
-// WebhookImage, configured as internal/image configures it (the
-// Dockerfile's, per TestDockerfileStages), the binary at /sandbox-webhook
-// and the nonroot user in /etc/passwd.
-func TestWriteWebhookImage(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sandbox-webhook")
-	if err := os.WriteFile(bin, []byte("not really the server"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(dir, "image.tar")
-	if err := WriteWebhookImage(bin, archive); err != nil {
-		t.Fatal(err)
-	}
-	files, manifest := readImage(t, archive, WebhookImage)
-	var config struct {
-		Config struct {
-			User       string
-			Entrypoint []string
-			Cmd        []string
-		} `json:"config"`
-	}
-	mustUnmarshal(t, blob(t, files, manifest.Config.Digest), &config)
-	c := config.Config
-	if c.User != image.User || !slices.Equal(c.Entrypoint, image.Entrypoint) || !slices.Equal(c.Cmd, image.Cmd) {
-		t.Errorf("image config %+v, want user %s entrypoint %q cmd %q", c, image.User, image.Entrypoint, image.Cmd)
-	}
-	layer := readTar(t, layerTar(t, files, manifest))
-	if string(layer["sandbox-webhook"]) != "not really the server" {
-		t.Errorf("/sandbox-webhook: got %q", layer["sandbox-webhook"])
-	}
-	if !bytes.Contains(layer["etc/passwd"], []byte("nonroot:x:65532:65532:")) {
-		t.Errorf("/etc/passwd has no nonroot user: %q", layer["etc/passwd"])
 	}
 }
 
