@@ -49,7 +49,7 @@ TEST_MODULES := e2e charts hack/bench hack/kernelleak
 
 test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
 	$(GO_TEST) -race -count=1 ./...
-	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[test] module $$m" && $(GO_TEST) -race -count=1 ./...); done
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[test] module $$m" && $(GO_TEST) -race -count=1 -timeout 20m ./...); done
 	cd charts/monitoringtest && $(GO_TEST) -count=1 ./...
 	$(MAKE) --no-print-directory e2e-matrix
 
