@@ -40,25 +40,29 @@ func (a *applier) apply() {
 	a.sp = &statusPolicy{Name: a.p.Name(), Hash: a.p.Hash, Mode: a.mode}
 	sel := a.containers()
 	// Each item starts clean, so that applied can tell an item the pod
-	// already had from one that changed it.
-	item := func(f func()) {
-		dirty := a.st.dirty
-		a.st.dirty = false
-		f()
-		a.st.dirty = a.st.dirty || dirty
-	}
+	// already had from one that changed it; dirty collects them all.
+	dirty := a.st.dirty
 	for i := range a.p.Spec.Caches {
-		item(func() { a.cache(i, sel) })
+		a.st.dirty = false
+		a.cache(i, sel)
+		dirty = dirty || a.st.dirty
 	}
 	for i := range a.p.Spec.Assets {
-		item(func() { a.asset(i, sel) })
+		a.st.dirty = false
+		a.asset(i, sel)
+		dirty = dirty || a.st.dirty
 	}
 	for _, e := range a.p.Spec.Env {
-		item(func() { a.env(e, sel) })
+		a.st.dirty = false
+		a.env(e, sel)
+		dirty = dirty || a.st.dirty
 	}
 	if a.p.Spec.Memory != nil {
-		item(func() { a.memory(sel) })
+		a.st.dirty = false
+		a.memory(sel)
+		dirty = dirty || a.st.dirty
 	}
+	a.st.dirty = dirty
 	a.st.Policies = append(a.st.Policies, a.sp)
 }
 
