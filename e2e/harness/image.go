@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,7 +12,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
@@ -65,25 +63,12 @@ func WriteBusyboxImage(busybox, path string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	img, err := image.FromLayer(buf.Bytes(), epoch, "the node image: a static busybox", func(cf *v1.ConfigFile) {
+		cf.OS, cf.Architecture = "linux", runtime.GOARCH
+		cf.Config.Env = []string{"PATH=/bin"}
+		cf.Config.Cmd = []string{"/bin/sleep", "2147483647"}
+	})
 	if err != nil {
-		return err
-	}
-	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), layer)
-	if err != nil {
-		return err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config.Env = []string{"PATH=/bin"}
-	cf.Config.Cmd = []string{"/bin/sleep", "2147483647"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex),

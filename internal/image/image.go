@@ -125,6 +125,19 @@ func platformImage(binary string, p v1.Platform, o Options, created time.Time) (
 	if err != nil {
 		return nil, err
 	}
+	return FromLayer(layerTar, created, "sandbox-webhook image: the server binary, /etc/passwd, /etc/group, /tmp", func(cf *v1.ConfigFile) {
+		cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
+		cf.Config.User = User
+		cf.Config.Entrypoint = slices.Clone(Entrypoint)
+		cf.Config.Cmd = slices.Clone(Cmd)
+		cf.Config.Env = slices.Clone(Env)
+		cf.Config.Labels = o.Labels()
+	})
+}
+
+// FromLayer is an OCI image of one gzip layer, the tar layerTar, created at
+// created by createdBy, whose configuration configure completes.
+func FromLayer(layerTar []byte, created time.Time, createdBy string, configure func(*v1.ConfigFile)) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
 	}, tarball.WithMediaType(types.OCILayer))
@@ -132,10 +145,7 @@ func platformImage(binary string, p v1.Platform, o Options, created time.Time) (
 		return nil, err
 	}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created:   v1.Time{Time: created},
-		CreatedBy: "sandbox-webhook image: the server binary, /etc/passwd, /etc/group, /tmp",
-	}})
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: created}, CreatedBy: createdBy}})
 	if err != nil {
 		return nil, err
 	}
@@ -144,13 +154,8 @@ func platformImage(binary string, p v1.Platform, o Options, created time.Time) (
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = v1.Time{Time: created}
-	cf.Config.User = User
-	cf.Config.Entrypoint = slices.Clone(Entrypoint)
-	cf.Config.Cmd = slices.Clone(Cmd)
-	cf.Config.Env = slices.Clone(Env)
-	cf.Config.Labels = o.Labels()
+	configure(cf)
 	return mutate.ConfigFile(img, cf)
 }
 
