@@ -768,13 +768,55 @@ prometheusRule:
 			}
 		},
 	}, {
-		name:   "node leak alerts off",
-		values: `prometheusRule: {enabled: true, nodeLeak: {enabled: false, memoryCgroupsWarning: 2, memoryCgroupsCritical: 1}}`,
+		name: "node health alerts: selectors, thresholds, for",
+		values: `
+prometheusRule:
+  enabled: true
+  warningSeverity: ticket
+  nodeHealth: {diskSelector: 'device=~"nvme.+"', kubeletSelector: 'job="kubelet"', diskUtilization: 0.9, diskReadAwaitSeconds: 0.1, runPodSandboxSeconds: 2.5, podStartSeconds: 45, for: 30m}`,
 		check: func(t *testing.T, r *rendered) {
 			pr := one[*unstructured.Unstructured](t, r)
 			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
-			if len(groups) != 1 || groups[0].(map[string]any)["name"] != releaseName {
-				t.Errorf("groups = %v, want only the webhook's", groups)
+			var got []string
+			for _, g := range groups {
+				if g.(map[string]any)["name"] != releaseName+"-node-health" {
+					continue
+				}
+				for _, rule := range g.(map[string]any)["rules"].([]any) {
+					rm := rule.(map[string]any)
+					sev, _, _ := unstructured.NestedString(rm, "labels", "severity")
+					got = append(got, fmt.Sprintf("%s %s %s: %s", rm["alert"], sev, rm["for"], rm["expr"]))
+				}
+			}
+			want := []string{
+				`SandboxWebhookNodeDiskBusy ticket 30m: max by (instance, device) (rate(node_disk_io_time_seconds_total{device=~"nvme.+"}[5m])) > 0.9`,
+				"SandboxWebhookNodeDiskReadsSlow ticket 30m: max by (instance, device) (\n" +
+					`  rate(node_disk_read_time_seconds_total{device=~"nvme.+"}[5m])` + "\n" +
+					`    / rate(node_disk_reads_completed_total{device=~"nvme.+"}[5m])` + "\n) > 0.1",
+				"SandboxWebhookNodeSandboxCreationSlow ticket 30m: " +
+					"1 - sum by (instance) (rate(kubelet_run_podsandbox_duration_seconds_bucket{job=\"kubelet\",le=~`2.5(\\.0)?`}[10m]))\n" +
+					`  / sum by (instance) (rate(kubelet_run_podsandbox_duration_seconds_count{job="kubelet"}[10m]))` + "\n  > 0.5",
+				"SandboxWebhookNodePodStartSlow ticket 30m: " +
+					`histogram_quantile(0.5, sum by (instance, le) (rate(kubelet_pod_start_sli_duration_seconds_bucket{job="kubelet"}[10m])))` + "\n  > 45",
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("node health alerts:\n got %q\nwant %q", got, want)
+			}
+		},
+	}, {
+		name:   "node health alerts off",
+		values: `prometheusRule: {enabled: true, nodeHealth: {enabled: false}}`,
+		check: func(t *testing.T, r *rendered) {
+			if got, want := ruleGroups(t, r), []string{releaseName, releaseName + "-node-leak"}; !slices.Equal(got, want) {
+				t.Errorf("groups = %v, want %v", got, want)
+			}
+		},
+	}, {
+		name:   "node leak alerts off",
+		values: `prometheusRule: {enabled: true, nodeLeak: {enabled: false, memoryCgroupsWarning: 2, memoryCgroupsCritical: 1}}`,
+		check: func(t *testing.T, r *rendered) {
+			if got, want := ruleGroups(t, r), []string{releaseName, releaseName + "-node-health"}; !slices.Equal(got, want) {
+				t.Errorf("groups = %v, want %v", got, want)
 			}
 		},
 	}, {
@@ -936,6 +978,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"node leak threshold as a string", `prometheusRule: {nodeLeak: {memoryCgroupsWarning: "50k"}}`, []string{"memoryCgroupsWarning"}},
 		{"node leak selector with braces", `prometheusRule: {nodeLeak: {selector: '{job="node"}'}}`, []string{"selector"}},
 		{"typo in nodeLeak", `prometheusRule: {nodeLeak: {percpuWarningGB: 20}}`, []string{"percpuWarningGB"}},
+		{"sandbox creation threshold that is no bucket bound", `prometheusRule: {nodeHealth: {runPodSandboxSeconds: 30}}`, []string{"runPodSandboxSeconds"}},
+		{"disk utilization as a percentage", `prometheusRule: {nodeHealth: {diskUtilization: 80}}`, []string{"diskUtilization"}},
 		{"caBundle that is not base64", `{webhook: {caBundle: "-----BEGIN CERTIFICATE-----"}, certificates: {mode: existingSecret, existingSecret: {secretName: s}}}`, []string{"caBundle"}},
 	}
 	for _, tt := range tests {
@@ -1000,4 +1044,15 @@ func checkProbe(t *testing.T, name string, p *corev1.Probe, path string) {
 	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port != intstr.FromString("health") {
 		t.Errorf("%s probe = %+v, want GET %s on the health port", name, p, path)
 	}
+}
+
+// ruleGroups returns the names of the PrometheusRule's rule groups.
+func ruleGroups(t *testing.T, r *rendered) []string {
+	t.Helper()
+	groups, _, _ := unstructured.NestedSlice(one[*unstructured.Unstructured](t, r).Object, "spec", "groups")
+	var names []string
+	for _, g := range groups {
+		names = append(names, g.(map[string]any)["name"].(string))
+	}
+	return names
 }

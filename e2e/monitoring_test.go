@@ -21,11 +21,17 @@ import (
 const seriesList = "charts/monitoringtest/testdata/series.txt"
 
 // externalSeries are the series the rules or the dashboard query that serve
-// does not export: kube-state-metrics' and node_exporter's (documented in
-// values.yaml).
+// does not export: kube-state-metrics', node_exporter's and the kubelet's
+// (documented in values.yaml).
 var externalSeries = []string{
 	"kube_deployment_status_replicas_available",
+	"kubelet_pod_start_sli_duration_seconds_bucket",
+	"kubelet_run_podsandbox_duration_seconds_bucket",
+	"kubelet_run_podsandbox_duration_seconds_count",
 	"node_cgroups_cgroups",
+	"node_disk_io_time_seconds_total",
+	"node_disk_read_time_seconds_total",
+	"node_disk_reads_completed_total",
 	"node_memory_Percpu_bytes",
 }
 

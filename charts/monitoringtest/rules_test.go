@@ -145,6 +145,9 @@ func TestRulesParse(t *testing.T) {
 		// The node alerts, each at a warning and a critical threshold.
 		"SandboxWebhookNodeMemoryCgroupsHigh", "SandboxWebhookNodeMemoryCgroupsHigh",
 		"SandboxWebhookNodePercpuMemoryHigh", "SandboxWebhookNodePercpuMemoryHigh",
+		// The rest of the notes' health baseline, one threshold each.
+		"SandboxWebhookNodeDiskBusy", "SandboxWebhookNodeDiskReadsSlow",
+		"SandboxWebhookNodeSandboxCreationSlow", "SandboxWebhookNodePodStartSlow",
 	}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v, want %v", alerts, want)
