@@ -97,6 +97,50 @@ func (a *applier) cache(i int, sel []target) {
 	}
 	want := corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
 	a.volume("cache/"+c.Name, want, c.MountPath, false, sel)
+	if a.mode == policy.ModeMemory {
+		a.warnCharged(want, c.MountPath, sel)
+	}
+}
+
+// warnCharged warns about every selected container with a memory limit of
+// its own that mounts the memory-backed cache vol: tmpfs pages are charged
+// to the memory cgroup of the container that writes them, and stay there
+// (no swap), so the cache takes up to its sizeLimit from that limit, which
+// the pod-level headroom does not raise. A workload that fitted with its
+// cache on disk, in reclaimable page cache, can be OOM-killed with it in
+// memory. A limit equal to the headroom this policy sets per container (its
+// memory.level container) is the headroom, not a limit of the pod's own.
+func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target) {
+	i := slices.IndexFunc(a.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol.Name })
+	if i < 0 || !apiequality.Semantic.DeepEqual(a.pod.Spec.Volumes[i], vol) {
+		return // not injected, or the pod's own volume of that name
+	}
+	headroom := a.p.Spec.Memory != nil && (a.p.Spec.Memory.Level == policy.LevelContainer ||
+		a.p.Spec.Memory.Level == policy.LevelAuto && a.podLvl == PodLevelDropped)
+	for _, t := range sel {
+		lim, ok := t.c.Resources.Limits[corev1.ResourceMemory]
+		if !ok || headroom && lim.Cmp(a.p.MemoryLimit) == 0 ||
+			!slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, vol.Name, mountPath, false) }) {
+			continue
+		}
+		a.warn("%s", chargedWarning(vol.Name, t.c.Name, lim, vol.EmptyDir.SizeLimit))
+	}
+}
+
+// chargedWarning says that the memory-backed cache named cache, of at most
+// size (nil: no sizeLimit), counts against the memory limit lim of the
+// container named container, and what it leaves the container's processes.
+func chargedWarning(cache, container string, lim resource.Quantity, size *resource.Quantity) string {
+	msg := fmt.Sprintf("cache/%s: container %q limits its memory to %s, and this in-memory cache counts against it", cache, container, lim.String())
+	switch {
+	case size == nil:
+		return msg + " with no sizeLimit: it can take the whole limit (OOM kill)"
+	case size.Cmp(lim) >= 0:
+		return msg + fmt.Sprintf(": up to %s, the whole limit (OOM kill)", size.String())
+	}
+	left := lim.DeepCopy()
+	left.Sub(*size)
+	return msg + fmt.Sprintf(": up to %s, leaving %s to its processes before an OOM kill", size.String(), left.String())
 }
 
 func (a *applier) asset(i int, sel []target) {

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // mode is what a namespace's webhook should have given its pods.
@@ -305,3 +309,83 @@ func TestPodLimitOOM(t *testing.T) {
 		})
 	}
 }
+
+// chargedLimit is the memory limit of the container of TestCacheChargedToContainerLimit:
+// it holds chargedWheels of cache and chargedAlloc of anonymous memory only
+// while the cache is reclaimable page cache, on disk.
+const (
+	chargedLimit  = 96 << 20
+	chargedWheels = 48 // MiB unpacked into the cache, a file each, as uv does
+	chargedAlloc  = 64 // MiB the workload then allocates in one buffer
+)
+
+// chargedScript unpacks chargedWheels one-MiB "wheels" into the uv cache,
+// then allocates chargedAlloc MiB: what a task does that installs its
+// requirements and then runs.
+var chargedScript = fmt.Sprintf(`set -e
+i=0
+while [ $i -lt %d ]; do dd if=/dev/urandom of=%s/wheel-$i bs=1M count=1 2>/dev/null; i=$((i+1)); done
+exec dd if=/dev/zero of=/dev/null bs=%dM count=1`, chargedWheels, cachePath, chargedAlloc)
+
+// TestCacheChargedToContainerLimit: a container with a memory limit of its
+// own whose workload fits that limit with the cache on disk is OOM-killed
+// with the same cache on tmpfs, whose pages are charged to the container
+// that writes them and cannot be reclaimed; the pod-level headroom does not
+// raise the container's limit. The webhook says so when the pod is created.
+func TestCacheChargedToContainerLimit(t *testing.T) {
+	for _, c := range []struct {
+		ns     string
+		reason string // the container's end
+		warned []string
+	}{
+		{nsMemory, "OOMKilled", []string{`sandbox-webhook: policy "node-e2e": cache/uv-cache: container "task" limits its memory to 96Mi, and this in-memory cache counts against it: up to 64Mi, leaving 32Mi to its processes before an OOM kill`}},
+		{nsDisk, "Completed", nil},
+	} {
+		t.Run(c.ns, func(t *testing.T) {
+			ctx := t.Context()
+			pod := sandboxPod(c.ns, "charged", chargedScript)
+			pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(chargedLimit, resource.BinarySI)}
+			var warned warningList
+			cfg := rest.CopyConfig(suite.config)
+			cfg.WarningHandler = &warned
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := deletePod(context.Background(), pod); err != nil {
+					t.Error(err)
+				}
+			})
+			if !slices.Equal(warned, c.warned) {
+				t.Errorf("create warnings\n got %q\nwant %q", warned, c.warned)
+			}
+			p, err := waitPod(ctx, pod, "terminated", func(p *corev1.Pod) bool {
+				return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Terminated != nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lim := p.Spec.Containers[0].Resources.Limits.Memory().Value(); lim != chargedLimit {
+				t.Fatalf("the container's memory limit is %d, want its own %d", lim, chargedLimit)
+			}
+			if got := p.Spec.Resources.Limits.Memory().Value(); got != podLimit {
+				t.Errorf("the pod-level limit is %d, want the policy's %d", got, podLimit)
+			}
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			t.Logf("%s: %d MiB of cache, then %d MiB allocated under a %d MiB container limit: %s (exit code %d)",
+				c.ns, chargedWheels, chargedAlloc, chargedLimit>>20, term.Reason, term.ExitCode)
+			if term.Reason != c.reason {
+				t.Errorf("the container ended %s (exit code %d), want %s", term.Reason, term.ExitCode, c.reason)
+			}
+		})
+	}
+}
+
+// warningList collects the warnings the apiserver sends a client.
+type warningList []string
+
+func (w *warningList) HandleWarningHeader(_ int, _ string, text string) { *w = append(*w, text) }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
@@ -77,7 +78,10 @@ spec:
 var suite struct {
 	root string
 	cs   *kubernetes.Clientset
-	node *harness.Node
+	// config is the control plane's client config, for clients of a
+	// test's own (one that collects warnings).
+	config *rest.Config
+	node   *harness.Node
 	// webhookOff is set when NODE_E2E_WEBHOOK=off: the webhooks run but
 	// their configurations are not installed, so pods run unmutated and
 	// the checks must fail.
@@ -175,6 +179,7 @@ func runSuite(m *testing.M) (code int, err error) {
 	if suite.cs, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		return 1, err
 	}
+	suite.config = cp.Config
 
 	// The asset the policy mounts, staged on the "shared storage".
 	assets := filepath.Join(dir, "assets", "rebench-v2")
