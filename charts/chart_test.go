@@ -743,19 +743,7 @@ prometheusRule:
   severity: page
   nodeLeak: {selector: 'job="node-exporter"', memoryCgroupsWarning: 2000000, memoryCgroupsCritical: 3000000, percpuWarningGiB: 0.5, percpuCriticalGiB: 8, for: 1h}`,
 		check: func(t *testing.T, r *rendered) {
-			pr := one[*unstructured.Unstructured](t, r)
-			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
-			var got []string
-			for _, g := range groups {
-				if g.(map[string]any)["name"] != releaseName+"-node-leak" {
-					continue
-				}
-				for _, rule := range g.(map[string]any)["rules"].([]any) {
-					rm := rule.(map[string]any)
-					sev, _, _ := unstructured.NestedString(rm, "labels", "severity")
-					got = append(got, fmt.Sprintf("%s %s %s: %s", rm["alert"], sev, rm["for"], rm["expr"]))
-				}
-			}
+			got := groupRules(t, r, releaseName+"-node-leak")
 			// Thresholds as integers, never 2e+06; the selector on both metrics.
 			want := []string{
 				`SandboxWebhookNodeMemoryCgroupsHigh ticket 1h: max by (instance) (node_cgroups_cgroups{subsys_name="memory",job="node-exporter"}) > 2000000`,
@@ -775,19 +763,7 @@ prometheusRule:
   warningSeverity: ticket
   nodeHealth: {diskSelector: 'device=~"nvme.+"', kubeletSelector: 'job="kubelet"', diskUtilization: 0.9, diskReadAwaitSeconds: 0.1, runPodSandboxSeconds: 2.5, podStartSeconds: 45, for: 30m}`,
 		check: func(t *testing.T, r *rendered) {
-			pr := one[*unstructured.Unstructured](t, r)
-			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
-			var got []string
-			for _, g := range groups {
-				if g.(map[string]any)["name"] != releaseName+"-node-health" {
-					continue
-				}
-				for _, rule := range g.(map[string]any)["rules"].([]any) {
-					rm := rule.(map[string]any)
-					sev, _, _ := unstructured.NestedString(rm, "labels", "severity")
-					got = append(got, fmt.Sprintf("%s %s %s: %s", rm["alert"], sev, rm["for"], rm["expr"]))
-				}
-			}
+			got := groupRules(t, r, releaseName+"-node-health")
 			want := []string{
 				`SandboxWebhookNodeDiskBusy ticket 30m: max by (instance, device) (rate(node_disk_io_time_seconds_total{device=~"nvme.+"}[5m])) > 0.9`,
 				"SandboxWebhookNodeDiskReadsSlow ticket 30m: max by (instance, device) (\n" +
@@ -1055,4 +1031,23 @@ func ruleGroups(t *testing.T, r *rendered) []string {
 		names = append(names, g.(map[string]any)["name"].(string))
 	}
 	return names
+}
+
+// groupRules returns the rules of the PrometheusRule's group named name, one
+// line each: "alert severity for: expr".
+func groupRules(t *testing.T, r *rendered, name string) []string {
+	t.Helper()
+	groups, _, _ := unstructured.NestedSlice(one[*unstructured.Unstructured](t, r).Object, "spec", "groups")
+	var got []string
+	for _, g := range groups {
+		if g.(map[string]any)["name"] != name {
+			continue
+		}
+		for _, rule := range g.(map[string]any)["rules"].([]any) {
+			rm := rule.(map[string]any)
+			sev, _, _ := unstructured.NestedString(rm, "labels", "severity")
+			got = append(got, fmt.Sprintf("%s %s %s: %s", rm["alert"], sev, rm["for"], rm["expr"]))
+		}
+	}
+	return got
 }
