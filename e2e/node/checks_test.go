@@ -372,7 +372,9 @@ func TestCacheChargedToContainerLimit(t *testing.T) {
 			if lim := p.Spec.Containers[0].Resources.Limits.Memory().Value(); lim != chargedLimit {
 				t.Fatalf("the container's memory limit is %d, want its own %d", lim, chargedLimit)
 			}
-			if got := p.Spec.Resources.Limits.Memory().Value(); got != podLimit {
+			if p.Spec.Resources == nil {
+				t.Error("the pod has no pod-level resources: the webhook did not mutate it")
+			} else if got := p.Spec.Resources.Limits.Memory().Value(); got != podLimit {
 				t.Errorf("the pod-level limit is %d, want the policy's %d", got, podLimit)
 			}
 			term := p.Status.ContainerStatuses[0].State.Terminated
