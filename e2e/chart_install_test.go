@@ -826,19 +826,9 @@ func (r *chartRelease) runDeployment(t *testing.T, port int, extra ...string) *d
 	o.Kubeconfig = serviceAccountKubeconfig(t, r.namespace, spec.ServiceAccountName, filepath.Join(dir, "kubeconfig"))
 
 	d := &deployment{logPath: filepath.Join(dir, "webhook.log")}
-	logFile, err := os.Create(d.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Log = logFile
-	t.Cleanup(func() {
-		logFile.Close()
-		if t.Failed() {
-			dumpLog(t, d.logPath)
-		}
-	})
+	o.Log = createLog(t, d.logPath)
 	if d.webhook, err = harness.StartWebhook(ctx, o); err != nil {
-		t.Fatal(err) // the log is dumped by the cleanup above
+		t.Fatal(err) // the log is dumped by createLog's cleanup
 	}
 	t.Cleanup(func() {
 		if err := d.webhook.Stop(); err != nil {

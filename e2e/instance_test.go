@@ -114,16 +114,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 	}
 
 	in.logPath = filepath.Join(dir, "webhook.log")
-	logFile, err := os.Create(in.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		logFile.Close()
-		if t.Failed() {
-			dumpLog(t, in.logPath)
-		}
-	})
+	logFile := createLog(t, in.logPath)
 	in.webhook, err = harness.StartWebhook(ctx, harness.WebhookOptions{
 		Binary:             suite.binary,
 		Kubeconfig:         suite.kubeconfig,
@@ -137,8 +128,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		Log:  logFile,
 	})
 	if err != nil {
-		dumpLog(t, in.logPath)
-		t.Fatal(err)
+		t.Fatal(err) // the log is dumped by createLog's cleanup
 	}
 	t.Cleanup(func() {
 		if err := in.webhook.Stop(); err != nil {
@@ -205,6 +195,23 @@ func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 
 // dumpLog logs the webhook's last lines (JSON logs: decisions and errors,
 // never pod contents).
+// createLog creates the log file of a process the test starts; when the test
+// has failed, the file's end is dumped as it is closed.
+func createLog(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		if t.Failed() {
+			dumpLog(t, path)
+		}
+	})
+	return f
+}
+
 func dumpLog(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -209,16 +209,7 @@ func (kv *kyvernoEnv) start(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	kv.logPath = filepath.Join(kv.dir, fmt.Sprintf("kyverno-%d.log", kv.starts))
-	logFile, err := os.Create(kv.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		logFile.Close()
-		if t.Failed() {
-			dumpLog(t, kv.logPath)
-		}
-	})
+	logFile := createLog(t, kv.logPath)
 	kv.cmd = exec.Command(kv.binary,
 		"--kubeconfig", suite.kubeconfig,
 		"--serverIP", fmt.Sprintf("127.0.0.1:%d", port),
