@@ -71,6 +71,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module; actionli
 	go vet ./...
 	@set -e; for m in $(TEST_MODULES) charts/monitoringtest; do (cd $$m && echo "[lint] go vet in $$m" && go vet ./...); done
 	cd e2e && go vet -tags nodee2e ./node/ ./cluster/ ./harness/
+	cd e2e && go vet -tags nodee2e,iobench ./node/
 	cd e2e && go vet -tags kyvernoparity ./kyvernoparity/
 	cd e2e && go vet -tags kyvernocutover .
 	cd e2e && go vet -tags arm64e2e .
@@ -187,6 +188,15 @@ arm64-e2e: tools image ## The golden corpus through the API server against the i
 kyverno-cutover: ## The cutover from Kyverno, walked with its admission controller (built into bin/ once) under a stream of sandbox pod creates, in both webhook orders (docs/migrate-from-kyverno.md).
 	MATRIX=newest bash hack/tools.sh
 	KYVERNO_ADMISSION=$$(bash hack/kyverno.sh admission) && cd e2e && KYVERNO_ADMISSION=$$KYVERNO_ADMISSION go test -tags kyvernocutover -count=1 -v -timeout 30m -run '^TestKyvernoCutover$$' .
+
+IO_BENCH_PODS ?= 4 8 16
+IO_BENCH_OUT  ?= $(CURDIR)/_output/io-bench
+
+.PHONY: io-bench
+io-bench: ## The uv-install write storm on a node whose containerd and kubelet keep their files on a block device of their own: iostat per setup, CSV and plot (root, apt; docs/io.md).
+	bash hack/node-tools.sh io
+	cd e2e && IO_BENCH_PODS="$(IO_BENCH_PODS)" IO_BENCH_OUT=$(IO_BENCH_OUT) go test -tags nodee2e,iobench -count=1 -v -timeout 90m -run '^TestIOBench$$' ./node/
+	bash hack/io-plot.sh $(IO_BENCH_OUT)/summary.csv $(IO_BENCH_OUT)/io.png
 
 NODE_LEAK_PODS ?= 100
 NODE_LEAK_OUT  ?= $(CURDIR)/_output/node-leak/leak.csv

@@ -5,10 +5,11 @@
 # (hack/tools.sh kubelet). With "cluster" (make cluster-e2e) also the pod
 # network's CNI plugins, iptables and conntrack for kube-proxy, and builds
 # kube-controller-manager, kube-scheduler, kube-proxy and the registry the
-# image and chart are pushed to. Needs root for
+# image and chart are pushed to. With "io" (make io-bench) also iostat
+# (sysstat) and gnuplot for the plot. Needs root for
 # apt-get; installs only what is missing, so a second run costs a second.
 #
-# Usage: hack/node-tools.sh [cluster]
+# Usage: hack/node-tools.sh [cluster|io]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +21,9 @@ tools=(kubelet)
 if [[ ${1:-} == cluster ]]; then
 	packages+=(containernetworking-plugins iptables conntrack)
 	tools+=(kube-controller-manager kube-scheduler kube-proxy registry)
+fi
+if [[ ${1:-} == io ]]; then
+	packages+=(sysstat gnuplot-nox)
 fi
 missing=()
 for pkg in "${packages[@]}"; do

@@ -47,8 +47,9 @@ const (
 	webhookEnv = "NODE_E2E_WEBHOOK"
 )
 
-// policyYAML is the seed policy (examples/policies/memory) with small sizes
-// and the asset staged under the run's directory.
+// policyYAML is the seed policy (examples/policies/memory) with the cache's
+// sizeLimit, the pod-level memory limit and the asset's host path to fill
+// in: small sizes for the checks (testPolicy), the seed's for make io-bench.
 const policyYAML = `apiVersion: sandbox-webhook.io/v1alpha1
 kind: SandboxPolicy
 metadata:
@@ -62,12 +63,12 @@ spec:
   caches:
     - name: uv-cache
       mountPath: /root/.cache/uv
-      sizeLimit: 64Mi
+      sizeLimit: %s
   env:
     - name: UV_LINK_MODE
       value: copy
   memory:
-    limit: 200Mi
+    limit: %s
   assets:
     - name: rebench-v2
       mountPath: /opt/rebench-v2
@@ -75,9 +76,25 @@ spec:
         path: %s
 `
 
+// testNamespace is a namespace of the run, with the webhook that serves it:
+// leakMitigation is its --leak-mitigation ("" for no webhook at all).
+type testNamespace struct {
+	name, leakMitigation string
+	policies             map[string][]byte
+}
+
+// Hooks of make io-bench (iobench_test.go, build tag iobench): a block
+// device of its own under the node's directory, and namespaces of its own.
+var (
+	nodeDevice     func(ctx context.Context, dir string) (stop func() error, err error)
+	benchNamespace func(assets string) []testNamespace
+)
+
 var suite struct {
 	root string
-	cs   *kubernetes.Clientset
+	// namespaces are the run's namespaces, all emptied at the end.
+	namespaces []string
+	cs         *kubernetes.Clientset
 	// config is the control plane's client config, for clients of a
 	// test's own (one that collects warnings).
 	config *rest.Config
@@ -189,22 +206,27 @@ func runSuite(m *testing.M) (code int, err error) {
 	if err := os.WriteFile(filepath.Join(assets, assetFile), []byte(assetText), 0o644); err != nil {
 		return 1, err
 	}
-	policies := map[string][]byte{"node-e2e.yaml": fmt.Appendf(nil, policyYAML, assets)}
-
-	for _, ns := range []string{nsMemory, nsDisk, nsPlain} {
-		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{modeLabel: ns}}}
+	policies := map[string][]byte{"node-e2e.yaml": fmt.Appendf(nil, policyYAML, "64Mi", "200Mi", assets)}
+	spaces := []testNamespace{{nsMemory, "off", policies}, {nsDisk, "on", policies}, {nsPlain, "", nil}}
+	if benchNamespace != nil {
+		spaces = append(spaces, benchNamespace(assets)...)
+	}
+	for _, ns := range spaces {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.name, Labels: map[string]string{modeLabel: ns.name}}}
 		if _, err := suite.cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return 1, err
 		}
+		suite.namespaces = append(suite.namespaces, ns.name)
 		// No controller-manager: the service account the pods name is
 		// created here.
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
-		if _, err := suite.cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.name, Name: "default"}}
+		if _, err := suite.cs.CoreV1().ServiceAccounts(ns.name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 			return 1, err
 		}
-	}
-	for _, w := range []struct{ ns, leakMitigation string }{{nsMemory, "off"}, {nsDisk, "on"}} {
-		stop, err := startWebhook(ctx, binary, kubeconfig, filepath.Join(dir, w.ns), w.ns, w.leakMitigation, policies)
+		if ns.leakMitigation == "" {
+			continue
+		}
+		stop, err := startWebhook(ctx, binary, kubeconfig, filepath.Join(dir, ns.name), ns.name, ns.leakMitigation, ns.policies)
 		if stop != nil {
 			stops = append(stops, stop)
 		}
@@ -213,9 +235,19 @@ func runSuite(m *testing.M) (code int, err error) {
 		}
 	}
 
+	nodeDir := filepath.Join(dir, "node")
+	if nodeDevice != nil {
+		stop, err := nodeDevice(ctx, nodeDir)
+		if stop != nil {
+			stops = append(stops, stop)
+		}
+		if err != nil {
+			return 1, err
+		}
+	}
 	node, err := harness.StartNode(ctx, harness.NodeOptions{
 		Name:       nodeName,
-		Dir:        filepath.Join(dir, "node"),
+		Dir:        nodeDir,
 		Kubelet:    filepath.Join(bin, "kubelet"),
 		Busybox:    "/bin/busybox",
 		Kubeconfig: kubeconfig,
@@ -304,7 +336,7 @@ func deleteAllPods() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var errs []error
-	for _, ns := range []string{nsMemory, nsDisk, nsPlain} {
+	for _, ns := range suite.namespaces {
 		pods, err := suite.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			errs = append(errs, err)
