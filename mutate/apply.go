@@ -47,6 +47,13 @@ func (a *applier) apply() {
 		a.cache(i, sel)
 		dirty = dirty || a.st.dirty
 	}
+	if a.raises() {
+		for _, t := range sel {
+			a.st.dirty = false
+			a.raiseLimit(t)
+			dirty = dirty || a.st.dirty
+		}
+	}
 	for i := range a.p.Spec.Assets {
 		a.st.dirty = false
 		a.asset(i, sel)
@@ -91,15 +98,112 @@ func (a *applier) containers() []target {
 
 func (a *applier) cache(i int, sel []target) {
 	c := a.p.Spec.Caches[i]
+	want := a.cacheVolume(i)
+	a.volume("cache/"+c.Name, want, c.MountPath, false, sel)
+	if a.mode == policy.ModeMemory && !a.raises() {
+		a.warnCharged(want, c.MountPath, sel)
+	}
+}
+
+// raises reports whether the policy raises container limits by its caches:
+// containerLimits raise, in memory mode (on disk a cache is reclaimable page
+// cache, charged as before the webhook).
+func (a *applier) raises() bool {
+	return a.mode == policy.ModeMemory && a.p.Spec.ContainerLimits == policy.RaiseLimits
+}
+
+// injected reports whether the pod's volume of vol's name is vol, which
+// this policy wants: not the pod's own volume of that name.
+func (a *applier) injected(vol corev1.Volume) bool {
+	i := slices.IndexFunc(a.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol.Name })
+	return i >= 0 && apiequality.Semantic.DeepEqual(a.pod.Spec.Volumes[i], vol)
+}
+
+// ownLimit returns the memory limit the pod gives container t, if any: a
+// limit equal to the headroom this policy sets per container (its
+// memory.level container) is the headroom, not a limit of the pod's own.
+func (a *applier) ownLimit(t target) (resource.Quantity, bool) {
+	lim, ok := t.c.Resources.Limits[corev1.ResourceMemory]
+	headroom := a.p.Spec.Memory != nil && (a.p.Spec.Memory.Level == policy.LevelContainer ||
+		a.p.Spec.Memory.Level == policy.LevelAuto && a.podLvl == PodLevelDropped)
+	if !ok || headroom && lim.Cmp(a.p.MemoryLimit) == 0 {
+		return resource.Quantity{}, false
+	}
+	return lim, true
+}
+
+// cacheVolume is the volume the policy's i-th cache is in this mode.
+func (a *applier) cacheVolume(i int) corev1.Volume {
 	ed := &corev1.EmptyDirVolumeSource{SizeLimit: a.p.CacheSizes[i]}
 	if a.mode == policy.ModeMemory {
 		ed.Medium = corev1.StorageMediumMemory
 	}
-	want := corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
-	a.volume("cache/"+c.Name, want, c.MountPath, false, sel)
-	if a.mode == policy.ModeMemory {
-		a.warnCharged(want, c.MountPath, sel)
+	return corev1.Volume{Name: a.p.Spec.Caches[i].Name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
+}
+
+// raiseLimit raises container t's own memory limit by the sizeLimits of the
+// policy's in-memory caches it mounts (containerLimits: raise), and its
+// request with it when the two were equal. A limit an earlier pass raised is
+// recomputed from what it was, so a second pass changes nothing; one that a
+// pod-level limit the pod author set could not hold is kept, with a warning.
+func (a *applier) raiseLimit(t target) {
+	lim, ok := a.ownLimit(t)
+	if !ok || findContainer(&a.pod.Spec, t.c.Name) != t.c {
+		return // no limit of its own, or a name the apiserver refuses twice
 	}
+	var add resource.Quantity
+	for i, c := range a.p.Spec.Caches {
+		vol := a.cacheVolume(i)
+		if a.injected(vol) && slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, c.Name, c.MountPath, false) }) {
+			add.Add(*a.p.CacheSizes[i]) // validation: every cache has a sizeLimit
+		}
+	}
+	if add.IsZero() {
+		return
+	}
+	item := "limits/" + t.c.Name
+	req, hasReq := t.c.Resources.Requests[corev1.ResourceMemory]
+	// What the limit was before any raise: as it is, unless a policy of
+	// this pass or an earlier pass raised it.
+	// A request the pod does not set is the limit: the apiserver defaults
+	// it so before admission, and will default it to the raised limit in
+	// dry-run's pod.
+	rec := a.st.raised(t.c.Name)
+	from, withReq := lim, !hasReq || req.Cmp(lim) == 0
+	if rec == nil {
+		if pr := a.prev.raised(t.c.Name); pr != nil && quantityIs(lim, pr.To) {
+			if q, err := resource.ParseQuantity(pr.From); err == nil {
+				from, withReq = q, pr.Request && (!hasReq || quantityIs(req, pr.To))
+			}
+		}
+	} else {
+		withReq = rec.Request && withReq
+	}
+	to := lim.DeepCopy()
+	if rec == nil {
+		to = from.DeepCopy()
+	}
+	to.Add(add)
+	if r := a.pod.Spec.Resources; r != nil {
+		if pl, ok := r.Limits[corev1.ResourceMemory]; ok && to.Cmp(pl) > 0 && (a.prevMemory() == nil || !quantityIs(pl, a.prevMemory().Limit)) {
+			a.skip(item, fmt.Sprintf("not raised: the pod-level memory limit (%s) is below the raised limit (%s); %s", pl.String(), to.String(),
+				"the in-memory caches count against the container's limit"), true)
+			return
+		}
+	}
+	if lim.Cmp(to) != 0 || withReq && hasReq && req.Cmp(to) != 0 {
+		t.c.Resources.Limits[corev1.ResourceMemory] = to
+		if withReq && hasReq {
+			t.c.Resources.Requests[corev1.ResourceMemory] = to.DeepCopy()
+		}
+		a.st.dirty = true
+	}
+	if rec == nil {
+		rec = &raisedLimit{Container: t.c.Name, From: from.String(), Request: withReq}
+		a.st.RaisedLimits = append(a.st.RaisedLimits, rec)
+	}
+	rec.To = to.String()
+	a.applied(item)
 }
 
 // warnCharged warns about every selected container with a memory limit of
@@ -111,17 +215,20 @@ func (a *applier) cache(i int, sel []target) {
 // memory. A limit equal to the headroom this policy sets per container (its
 // memory.level container) is the headroom, not a limit of the pod's own.
 func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target) {
-	i := slices.IndexFunc(a.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol.Name })
-	if i < 0 || !apiequality.Semantic.DeepEqual(a.pod.Spec.Volumes[i], vol) {
+	if !a.injected(vol) {
 		return // not injected, or the pod's own volume of that name
 	}
-	headroom := a.p.Spec.Memory != nil && (a.p.Spec.Memory.Level == policy.LevelContainer ||
-		a.p.Spec.Memory.Level == policy.LevelAuto && a.podLvl == PodLevelDropped)
 	for _, t := range sel {
-		lim, ok := t.c.Resources.Limits[corev1.ResourceMemory]
-		if !ok || headroom && lim.Cmp(a.p.MemoryLimit) == 0 ||
-			!slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, vol.Name, mountPath, false) }) {
+		lim, ok := a.ownLimit(t)
+		if !ok || !slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, vol.Name, mountPath, false) }) {
 			continue
+		}
+		// A limit an earlier pass raised goes back to what it was at the
+		// end of this one (status.restoreLimits).
+		if pr := a.prev.raised(t.c.Name); pr != nil && quantityIs(lim, pr.To) {
+			if q, err := resource.ParseQuantity(pr.From); err == nil {
+				lim = q
+			}
 		}
 		a.warn("%s", chargedWarning(vol.Name, t.c.Name, lim, vol.EmptyDir.SizeLimit))
 	}

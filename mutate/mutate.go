@@ -96,6 +96,7 @@ func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Resu
 	}
 	if prev != nil {
 		st.carryConversions(prev, out)
+		st.restoreLimits(prev, out)
 	}
 	slices.Sort(st.Converted)
 	if st.write(out) || st.dirty {

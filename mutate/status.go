@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -19,8 +20,73 @@ type status struct {
 	// PodMemory is the pod-level memory this webhook set; a later pass
 	// recognises it as its own and may recompute it.
 	PodMemory *podMemory `json:"podMemory,omitempty"`
+	// RaisedLimits are the container memory limits this webhook raised
+	// (containerLimits: raise) and what they were; a later pass recognises
+	// them as its own and recomputes them from what they were.
+	RaisedLimits []*raisedLimit `json:"raisedLimits,omitempty"`
 
 	dirty bool // the pod spec changed in this pass
+}
+
+// raisedLimit is a container's memory limit raised by its caches.
+type raisedLimit struct {
+	Container string `json:"container"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	// Request is set when the request, equal to the limit, was raised with
+	// it.
+	Request bool `json:"request,omitempty"`
+}
+
+// raised returns st's record of the named container's raised limit, or nil.
+func (st *status) raised(container string) *raisedLimit {
+	if st == nil {
+		return nil
+	}
+	i := slices.IndexFunc(st.RaisedLimits, func(r *raisedLimit) bool { return r.Container == container })
+	if i < 0 {
+		return nil
+	}
+	return st.RaisedLimits[i]
+}
+
+// restoreLimits gives back their earlier value to the limits an earlier
+// pass raised that no policy raised in this one (the policies changed), when
+// they are still what that pass set.
+func (st *status) restoreLimits(prev *status, pod *corev1.Pod) {
+	for _, r := range prev.RaisedLimits {
+		if st.raised(r.Container) != nil {
+			continue
+		}
+		c := findContainer(&pod.Spec, r.Container)
+		if c == nil {
+			continue
+		}
+		if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok || !quantityIs(lim, r.To) {
+			continue
+		}
+		from, err := resource.ParseQuantity(r.From)
+		if err != nil {
+			continue
+		}
+		c.Resources.Limits[corev1.ResourceMemory] = from
+		if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok && r.Request && quantityIs(req, r.To) {
+			c.Resources.Requests[corev1.ResourceMemory] = from.DeepCopy()
+		}
+		st.dirty = true
+	}
+}
+
+// findContainer returns the container, init container or not, of that name.
+func findContainer(spec *corev1.PodSpec, name string) *corev1.Container {
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
 }
 
 type statusPolicy struct {

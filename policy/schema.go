@@ -12,4 +12,5 @@ var (
 	enforcements    = []Enforcement{Enforce, Shadow}
 	conflictActions = []ConflictAction{Keep, Override}
 	levels          = []Level{LevelPod, LevelContainer, LevelAuto}
+	limitActions    = []ContainerLimitAction{KeepLimits, RaiseLimits}
 )

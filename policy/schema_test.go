@@ -92,10 +92,11 @@ func sameStrings(a, b []string) bool {
 
 // enums are those lists by type, for the schema.
 var enums = map[reflect.Type][]string{
-	reflect.TypeFor[Mode]():           enumValues(modes),
-	reflect.TypeFor[Enforcement]():    enumValues(enforcements),
-	reflect.TypeFor[ConflictAction](): enumValues(conflictActions),
-	reflect.TypeFor[Level]():          enumValues(levels),
+	reflect.TypeFor[Mode]():                 enumValues(modes),
+	reflect.TypeFor[Enforcement]():          enumValues(enforcements),
+	reflect.TypeFor[ConflictAction]():       enumValues(conflictActions),
+	reflect.TypeFor[Level]():                enumValues(levels),
+	reflect.TypeFor[ContainerLimitAction](): enumValues(limitActions),
 }
 
 func enumValues[T ~string](values []T) []string {

@@ -30,6 +30,24 @@ const (
 	ModeDisk Mode = "disk"
 )
 
+// ContainerLimitAction says what a memory-mode policy does about a selected
+// container's own memory limit when the container mounts one of its caches:
+// the cache's tmpfs pages are charged to that container's memory cgroup, so
+// they count against its limit, which the pod-level headroom does not raise.
+type ContainerLimitAction string
+
+const (
+	// KeepLimits leaves the limit as the pod author set it and warns that
+	// the cache counts against it (the default: a pod's limits are its
+	// author's, and a raised limit is memory the scheduler never saw).
+	KeepLimits ContainerLimitAction = "keep"
+	// RaiseLimits raises the limit by the sizeLimits of the policy's caches
+	// the container mounts, and the container's memory request with it when
+	// the two are equal (a Guaranteed container stays Guaranteed), so the
+	// cache takes nothing from what the processes had.
+	RaiseLimits ContainerLimitAction = "raise"
+)
+
 // Enforcement says whether a policy patches pods or only reports.
 type Enforcement string
 
@@ -96,6 +114,10 @@ type Spec struct {
 	Env []EnvVar `json:"env,omitempty"`
 	// Memory is the pod-level memory headroom.
 	Memory *Memory `json:"memory,omitempty"`
+	// ContainerLimits is what a memory-mode policy does about a selected
+	// container's own memory limit when the container mounts its caches:
+	// keep (the default) or raise.
+	ContainerLimits ContainerLimitAction `json:"containerLimits,omitempty"`
 	// Assets are read-only data mounts.
 	Assets []Asset `json:"assets,omitempty"`
 }

@@ -41,9 +41,15 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 		errs = append(errs, validateVolumeName(fld.Child("name"), name, names)...)
 		errs = append(errs, validateMountPath(fld.Child("mountPath"), mountPath, mounts)...)
 	}
+	if s.ContainerLimits != "" {
+		errs = append(errs, oneOf(spec.Child("containerLimits"), s.ContainerLimits, limitActions...)...)
+	}
 	for i, c := range s.Caches {
 		fld := spec.Child("caches").Index(i)
 		mount(fld, c.Name, c.MountPath)
+		if c.SizeLimit == "" && s.ContainerLimits == RaiseLimits {
+			errs = append(errs, field.Required(fld.Child("sizeLimit"), "containerLimits: raise raises a container's limit by its caches' sizeLimits; set one (such as 1Gi)"))
+		}
 		if c.SizeLimit != "" {
 			q, e := parseBytes(fld.Child("sizeLimit"), c.SizeLimit)
 			if e == nil && q.Sign() <= 0 {

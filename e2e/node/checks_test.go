@@ -332,14 +332,18 @@ exec dd if=/dev/zero of=/dev/null bs=%dM count=1`, chargedWheels, cachePath, cha
 // with the same cache on tmpfs, whose pages are charged to the container
 // that writes them and cannot be reclaimed; the pod-level headroom does not
 // raise the container's limit. The webhook says so when the pod is created.
+// With containerLimits: raise the webhook raises the container's limit by
+// the cache's size, and the same workload completes with its cache on tmpfs.
 func TestCacheChargedToContainerLimit(t *testing.T) {
 	for _, c := range []struct {
 		ns     string
 		reason string // the container's end
 		warned []string
+		limit  int64 // the container's limit as stored
 	}{
-		{nsMemory, "OOMKilled", []string{`sandbox-webhook: policy "node-e2e": cache/uv-cache: container "task" limits its memory to 96Mi, and this in-memory cache counts against it: up to 64Mi, leaving 32Mi to its processes before an OOM kill`}},
-		{nsDisk, "Completed", nil},
+		{nsMemory, "OOMKilled", []string{`sandbox-webhook: policy "node-e2e": cache/uv-cache: container "task" limits its memory to 96Mi, and this in-memory cache counts against it: up to 64Mi, leaving 32Mi to its processes before an OOM kill`}, chargedLimit},
+		{nsDisk, "Completed", nil, chargedLimit},
+		{nsRaise, "Completed", nil, chargedLimit + cacheSize},
 	} {
 		t.Run(c.ns, func(t *testing.T) {
 			ctx := t.Context()
@@ -369,8 +373,16 @@ func TestCacheChargedToContainerLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if lim := p.Spec.Containers[0].Resources.Limits.Memory().Value(); lim != chargedLimit {
-				t.Fatalf("the container's memory limit is %d, want its own %d", lim, chargedLimit)
+			// The cache is where the namespace's mode puts it: tmpfs but
+			// in disk mode.
+			inMemory := slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+				return v.Name == "uv-cache" && v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory
+			})
+			if inMemory != (c.ns != nsDisk) {
+				t.Errorf("the uv cache in memory: %v, want %v", inMemory, c.ns != nsDisk)
+			}
+			if lim := p.Spec.Containers[0].Resources.Limits.Memory().Value(); lim != c.limit {
+				t.Fatalf("the container's memory limit is %d, want %d", lim, c.limit)
 			}
 			if p.Spec.Resources == nil {
 				t.Error("the pod has no pod-level resources: the webhook did not mutate it")
@@ -379,7 +391,7 @@ func TestCacheChargedToContainerLimit(t *testing.T) {
 			}
 			term := p.Status.ContainerStatuses[0].State.Terminated
 			t.Logf("%s: %d MiB of cache, then %d MiB allocated under a %d MiB container limit: %s (exit code %d)",
-				c.ns, chargedWheels, chargedAlloc, chargedLimit>>20, term.Reason, term.ExitCode)
+				c.ns, chargedWheels, chargedAlloc, c.limit>>20, term.Reason, term.ExitCode)
 			if term.Reason != c.reason {
 				t.Errorf("the container ended %s (exit code %d), want %s", term.Reason, term.ExitCode, c.reason)
 			}

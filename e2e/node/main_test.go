@@ -3,6 +3,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -35,6 +36,8 @@ const (
 	nsMemory = "node-memory"
 	nsDisk   = "node-disk"
 	nsPlain  = "node-plain"
+	// nsRaise is memory mode with containerLimits: raise.
+	nsRaise = "node-raise"
 
 	// The test policy's sizes, small so that the checks are quick: the uv
 	// cache's tmpfs and the pod-level memory limit.
@@ -207,7 +210,8 @@ func runSuite(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	policies := map[string][]byte{"node-e2e.yaml": fmt.Appendf(nil, policyYAML, "64Mi", "200Mi", assets)}
-	spaces := []testNamespace{{nsMemory, "off", policies}, {nsDisk, "on", policies}, {nsPlain, "", nil}}
+	raise := map[string][]byte{"node-e2e.yaml": bytes.Replace(policies["node-e2e.yaml"], []byte("\nspec:\n"), []byte("\nspec:\n  containerLimits: raise\n"), 1)}
+	spaces := []testNamespace{{nsMemory, "off", policies}, {nsDisk, "on", policies}, {nsPlain, "", nil}, {nsRaise, "off", raise}}
 	if benchNamespace != nil {
 		spaces = append(spaces, benchNamespace(assets)...)
 	}

@@ -32,9 +32,10 @@ type Set struct {
 	Policies []string
 	// LeakMitigation is the --leak-mitigation override ("" means policy).
 	LeakMitigation string
-	// NoMAP marks a set that mapexport refuses to export (match.any), so
-	// the MAP tests check the refusal instead of the MAP's pods.
-	NoMAP bool
+	// NoMAP is, for a set that mapexport refuses to export, what its
+	// refusal says, so the MAP tests check the refusal instead of the
+	// MAP's pods.
+	NoMAP string
 	// AllPods: the e2e webhook configuration of the set has no
 	// objectSelector (the chart's default, app=sandbox, would never send
 	// the pods of frameworks that label them otherwise).
@@ -51,7 +52,9 @@ var Sets = []Set{
 	// selection, container-level memory and a shadow policy.
 	{Name: "multi", Policies: []string{"testdata/policies/multi"}},
 	// One policy for a mixed fleet: match.any, one block per framework.
-	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: true, AllPods: true},
+	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: "match.any cannot be exported to a MutatingAdmissionPolicy yet", AllPods: true},
+	// Container limits raised by the caches they mount.
+	{Name: "raise", Policies: []string{"testdata/policies/raise.yaml"}, NoMAP: "containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet"},
 }
 
 // Case is one corpus pod under one policy set.

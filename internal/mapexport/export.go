@@ -131,6 +131,9 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 				Why: "a MAP has no report-only mode: it mutates or it does nothing, and it cannot count or log what it would do; not exported"})
 			continue
 		}
+		if p.Spec.ContainerLimits == policy.RaiseLimits && opts.LeakMitigation.Mode(p) == policy.ModeMemory {
+			return nil, nil, fmt.Errorf("policy %q: containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to add the caches' sizes to each container's limit and record what it was; export it with containerLimits: keep", p.Name())
+		}
 		enforcing = append(enforcing, p)
 	}
 	var e Exported
