@@ -2,17 +2,13 @@
 # Plots the summary CSV of TestIOBench (make io-bench): per setup, against
 # the number of pods installing at once, what reached the device per pod (the
 # writeback after the installs included), its queue (iostat's aqu-sz,
-# averaged over the installs' window) and the pods' install time (p50). Installs gnuplot-nox (apt-get) when it is missing
-# and run as root.
+# averaged over the installs' window) and the pods' install time (p50).
+# Needs gnuplot (hack/node-tools.sh io installs it).
 #
 # Usage: hack/io-plot.sh SUMMARY_CSV PNG
 set -euo pipefail
 csv=$1 png=$2
-if ! command -v gnuplot >/dev/null; then
-	((EUID == 0)) || { echo "gnuplot missing: apt-get install gnuplot-nox" >&2; exit 1; }
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null
-fi
+command -v gnuplot >/dev/null || { echo "gnuplot missing: hack/node-tools.sh io installs it" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 setups=(io-plain io-plain-copy io-memory io-disk)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // TestChargedCacheWarnings: a memory-backed cache mounted into a container
@@ -89,19 +90,11 @@ func TestChargedCacheWarnings(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			set := parseSet(t, header+"metadata: {name: p}\nspec:\n"+match+c.spec)
-			pod := sandboxPod()
-			if c.edit != nil {
-				c.edit(pod)
-			}
-			ns := mutate.Namespace{Name: "sandboxes"}
-			first := mutate.Pod(pod, ns, set, c.opts)
-			if !slices.Equal(first.Warnings, c.warned) {
-				t.Errorf("warnings\n got %q\nwant %q", first.Warnings, c.warned)
-			}
+			first := firstPass(t, set, c.edit, c.opts, c.warned)
 			if first.Pod == nil {
 				return
 			}
-			if second := mutate.Pod(first.Pod, ns, set, c.opts); !slices.Equal(second.Warnings, c.warned) {
+			if second := mutate.Pod(first.Pod, first.ns, set, c.opts); !slices.Equal(second.Warnings, c.warned) {
 				t.Errorf("second pass warnings\n got %q\nwant %q", second.Warnings, c.warned)
 			}
 		})
@@ -200,15 +193,7 @@ func TestRaiseContainerLimits(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			set := parseSet(t, header+"metadata: {name: p}\nspec:\n"+match+c.spec)
-			pod := sandboxPod()
-			if c.edit != nil {
-				c.edit(pod)
-			}
-			ns := mutate.Namespace{Name: "sandboxes"}
-			first := mutate.Pod(pod, ns, set, c.opts)
-			if !slices.Equal(first.Warnings, c.warned) {
-				t.Errorf("warnings\n got %q\nwant %q", first.Warnings, c.warned)
-			}
+			first := firstPass(t, set, c.edit, c.opts, c.warned)
 			r := first.Pod.Spec.Containers[0].Resources
 			if got := quantityString(r.Limits); got != c.lim {
 				t.Errorf("limit %q, want %q", got, c.lim)
@@ -219,7 +204,7 @@ func TestRaiseContainerLimits(t *testing.T) {
 			if got := raisedRecord(t, first.Pod); got != c.raised {
 				t.Errorf("raisedLimits %s, want %s", got, c.raised)
 			}
-			if second := mutate.Pod(first.Pod, ns, set, c.opts); second.Changed {
+			if second := mutate.Pod(first.Pod, first.ns, set, c.opts); second.Changed {
 				t.Errorf("a second pass changed the pod:\n%s", cmp.Diff(first.Pod, second.Pod))
 			}
 		})
@@ -253,6 +238,28 @@ func TestRaisedLimitRestored(t *testing.T) {
 	if !slices.Equal(back.Warnings, want) {
 		t.Errorf("warnings\n got %q\nwant %q", back.Warnings, want)
 	}
+}
+
+// pass is a pass over a pod, with the namespace it ran in.
+type pass struct {
+	mutate.Result
+	ns mutate.Namespace
+}
+
+// firstPass runs set over the sandbox pod as edit makes it, in namespace
+// sandboxes, and checks the warnings.
+func firstPass(t *testing.T, set *policy.Set, edit func(*corev1.Pod), opts mutate.Options, warned []string) pass {
+	t.Helper()
+	pod := sandboxPod()
+	if edit != nil {
+		edit(pod)
+	}
+	ns := mutate.Namespace{Name: "sandboxes"}
+	res := mutate.Pod(pod, ns, set, opts)
+	if !slices.Equal(res.Warnings, warned) {
+		t.Errorf("warnings\n got %q\nwant %q", res.Warnings, warned)
+	}
+	return pass{res, ns}
 }
 
 func quantityString(l corev1.ResourceList) string {
