@@ -78,7 +78,7 @@ lint: ## gofmt, go mod tidy, go vet and golangci-lint, in every module; actionli
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 	go tool -modfile=hack/actionlint/go.mod actionlint .github/workflows/*.yaml
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[lint] golangci-lint in $$m" && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run ./...); done
-	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e ./node/ ./cluster/ ./harness/
+	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags nodee2e,iobench ./node/ ./cluster/ ./harness/
 	cd e2e && go tool -modfile=$(CURDIR)/hack/lint/go.mod golangci-lint run --build-tags kyvernocutover,arm64e2e,kyvernoparity . ./kyvernoparity/
 
 BENCH_OUT   ?= $(CURDIR)/_output/bench

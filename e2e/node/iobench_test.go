@@ -132,7 +132,7 @@ func (s ioSetup) key() string {
 
 var ioSetups = []ioSetup{
 	// No webhook: the cache in the container's root file system (overlayfs
-	// upper layer), hardlinked into the environment (uv's default).
+	// upper layer), linked into the environment with hardlinks (uv's default).
 	{nsIOPlain, "no webhook (cache on overlayfs, hardlinks)", false, false, 1},
 	// No webhook, and an image or task that sets UV_LINK_MODE=copy: every
 	// file on the disk twice, in the cache and in the environment.
