@@ -171,7 +171,7 @@ node-e2e: node-tools ## Run sandbox pods on a real node (containerd + kubelet, a
 CLUSTER_E2E_TIMEOUT ?= 40m
 
 .PHONY: cluster-e2e
-cluster-e2e: ## A single-node cluster in its own network and mount namespaces: the chart's webhook as pods, sandbox pods, creates through upgrades and failures (root; docs/cluster.md).
+cluster-e2e: ## A two-node cluster in its own network and mount namespaces: the chart's webhook as pods on both nodes, sandbox pods, creates through upgrades, a drain, a node's power loss and other failures (root; docs/cluster.md).
 	MATRIX=newest bash hack/tools.sh
 	bash hack/node-tools.sh cluster
 	cd e2e && go test -tags nodee2e -count=1 -v -timeout $(CLUSTER_E2E_TIMEOUT) ./cluster/

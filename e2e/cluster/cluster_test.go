@@ -28,7 +28,13 @@ func TestWebhookRunsAsPods(t *testing.T) {
 	if len(pods) != 2 {
 		t.Fatalf("%d webhook pods, want the chart's 2", len(pods))
 	}
+	// The chart's topology spread (ScheduleAnyway, maxSkew 1 by hostname)
+	// puts one on each of the two nodes.
+	if pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+		t.Errorf("both webhook pods on node %q: the chart's topology spread did not spread them", pods[0].Spec.NodeName)
+	}
 	for _, p := range pods {
+		t.Logf("webhook pod %s on node %s", p.Name, p.Spec.NodeName)
 		c := p.Spec.Containers[0]
 		if c.Image != suite.image {
 			t.Errorf("%s runs %s, want %s, the image the README's Install pushed", p.Name, c.Image, suite.image)
@@ -43,19 +49,7 @@ func TestWebhookRunsAsPods(t *testing.T) {
 			t.Errorf("%s: runAsUser %v, want 65532", p.Name, u)
 		}
 	}
-	eps, err := suite.cs.DiscoveryV1().EndpointSlices(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + fullname})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := 0
-	for _, s := range eps.Items {
-		for _, e := range s.Endpoints {
-			if ptr.Deref(e.Conditions.Ready, false) {
-				ready++
-			}
-		}
-	}
-	if ready != 2 {
+	if ready := readyEndpoints(ctx); ready != 2 {
 		t.Errorf("service %s has %d ready endpoints, want 2", fullname, ready)
 	}
 	mwc, err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, fullname, metav1.GetOptions{})
@@ -73,7 +67,7 @@ func TestWebhookRunsAsPods(t *testing.T) {
 }
 
 // TestSandboxDeployment: a Deployment of sandbox pods is scheduled and
-// started on the node; every pod is mutated and gets what the node e2e
+// started, one on each node; every pod is mutated and gets what the node e2e
 // checks: a tmpfs uv cache of 1Gi, UV_LINK_MODE=copy in its process, and
 // the pod cgroup's memory limit at the policy's 8Gi.
 func TestSandboxDeployment(t *testing.T) {
@@ -86,7 +80,13 @@ func TestSandboxDeployment(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "sandbox"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{sandboxContainer()}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{sandboxContainer()},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sandbox"}},
+					}},
+				},
 			},
 		},
 	}
@@ -120,7 +120,12 @@ func TestSandboxDeployment(t *testing.T) {
 			continue
 		}
 		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		out, err := suite.cluster.Node.Exec(ctx, id, `grep " /root/.cache/uv " /proc/mounts; echo "UV_LINK_MODE=$UV_LINK_MODE"`)
+		node := suite.cluster.Nodes[p.Spec.NodeName]
+		if node == nil {
+			t.Errorf("%s: on node %q, not one of the cluster's", p.Name, p.Spec.NodeName)
+			continue
+		}
+		out, err := node.Exec(ctx, id, `grep " /root/.cache/uv " /proc/mounts; echo "UV_LINK_MODE=$UV_LINK_MODE"`)
 		if err != nil {
 			t.Errorf("%s: %v: %s", p.Name, err, out)
 			continue
@@ -131,7 +136,7 @@ func TestSandboxDeployment(t *testing.T) {
 		if !strings.Contains(out, "UV_LINK_MODE=copy") {
 			t.Errorf("%s: UV_LINK_MODE not copy: %q", p.Name, out)
 		}
-		limit, err := podMemoryLimit(&p)
+		limit, err := podMemoryLimit(node, &p)
 		if err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 		} else if limit != 8<<30 {
@@ -140,10 +145,10 @@ func TestSandboxDeployment(t *testing.T) {
 	}
 }
 
-// podMemoryLimit reads the pod cgroup's memory limit on the node (v1).
-func podMemoryLimit(p *corev1.Pod) (int64, error) {
+// podMemoryLimit reads the pod cgroup's memory limit on its node (v1).
+func podMemoryLimit(node *harness.Node, p *corev1.Pod) (int64, error) {
 	for _, qos := range []string{"burstable/", "besteffort/", ""} {
-		f := suite.cluster.Node.Cgroup("memory", "kubepods/"+qos+"pod"+string(p.UID)) + "/memory.limit_in_bytes"
+		f := node.Cgroup("memory", "kubepods/"+qos+"pod"+string(p.UID)) + "/memory.limit_in_bytes"
 		var v int64
 		if b, err := os.ReadFile(f); err == nil {
 			if _, err := fmt.Sscan(string(b), &v); err == nil {

@@ -55,14 +55,21 @@ type result struct {
 
 // runLoad creates createsPerSecond pods a second in ns until stop is
 // called, each a sandbox pod that is never scheduled, and deletes them as
-// it goes. A create that fails is counted failed, one whose returned pod
-// lacks the webhook's status annotation unmutated.
-func runLoad(cs kubernetes.Interface, ns string) (stop func() result) {
+// it goes: one every 1/createsPerSecond s, or with burst all of a second's
+// at once (as a training run starting its sandboxes does), which makes the
+// API server call the webhook over several connections at a time rather
+// than reuse one. A create that fails is counted failed, one whose
+// returned pod lacks the webhook's status annotation unmutated.
+func runLoad(cs kubernetes.Interface, ns string, burst bool) (stop func() result) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{errors: map[string]int{}}
 	var wg sync.WaitGroup
+	every, each := time.Second/createsPerSecond, 1
+	if burst {
+		every, each = time.Second, createsPerSecond
+	}
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second / createsPerSecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -70,24 +77,9 @@ func runLoad(cs kubernetes.Interface, ns string) (stop func() result) {
 				return
 			case <-tick.C:
 			}
-			wg.Go(func() {
-				start := time.Now()
-				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer ccancel()
-				p, err := cs.CoreV1().Pods(ns).Create(cctx, loadPod(ns), metav1.CreateOptions{})
-				d := time.Since(start)
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				l.creates++
-				l.latencies = append(l.latencies, d)
-				switch {
-				case err != nil:
-					l.failed++
-					l.errors[shorten(err.Error())]++
-				case p.Annotations["sandbox-webhook.io/status"] == "":
-					l.unmutated++
-				}
-			})
+			for range each {
+				wg.Go(func() { l.create(cs, ns) })
+			}
 		}
 	})
 	wg.Go(func() {
@@ -119,6 +111,26 @@ func runLoad(cs kubernetes.Interface, ns string) (stop func() result) {
 	}
 }
 
+// create creates one sandbox pod and counts what came of it.
+func (l *load) create(cs kubernetes.Interface, ns string) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, loadPod(ns), metav1.CreateOptions{})
+	d := time.Since(start)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.creates++
+	l.latencies = append(l.latencies, d)
+	switch {
+	case err != nil:
+		l.failed++
+		l.errors[shorten(err.Error())]++
+	case p.Annotations["sandbox-webhook.io/status"] == "":
+		l.unmutated++
+	}
+}
+
 func shorten(s string) string {
 	if len(s) > 320 {
 		return s[:320] + "…"
@@ -135,6 +147,8 @@ type scenario struct {
 	// (the chart's defaults), "some" (protections off: the test must see
 	// them), or "any" (a measurement only).
 	expect string
+	// burst sends each second's creates at once (runLoad).
+	burst bool
 }
 
 // TestDisruption creates createsPerSecond sandbox pods a second through
@@ -150,6 +164,9 @@ func TestDisruption(t *testing.T) {
 		{name: "helm upgrade, 3 in a row (each rolls both replicas)", do: rollWithHelm, expect: "none"},
 		{name: "replica pod deleted", do: deleteReplica, expect: "none"},
 		{name: "replica evicted (a node drain), PDB holds the other", do: evictReplicas, expect: "none"},
+		{name: "node drained (cordon, evict all, PDB holds), uncordoned, replicas spread again", do: drainNode, expect: "none"},
+		{name: "node with a replica powered off (processes stopped, pods frozen, link dropped), back after", do: powerLoss, expect: "any"},
+		{name: "the same power loss, creates in bursts (20 at once each second)", do: powerLoss, expect: "any", burst: true},
 		{name: "serving certificate rotated", do: rotateServingCert, expect: "none"},
 		{name: "policy ConfigMap changed", do: changePolicy, expect: "none"},
 		{name: "rollout without the protections, 2 replicas (maxUnavailable 1, no surge, shutdown-delay 0, idle-drain 0)", do: unprotectedRollout(2), expect: "any"},
@@ -158,7 +175,7 @@ func TestDisruption(t *testing.T) {
 	var rows, errs []string
 	var steady time.Duration
 	for _, s := range scenarios {
-		stop := runLoad(suite.cs, ns)
+		stop := runLoad(suite.cs, ns, s.burst)
 		time.Sleep(3 * time.Second)
 		start := time.Now()
 		err := s.do(t.Context())
@@ -191,6 +208,9 @@ func TestDisruption(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("\n%s", table)
+	for _, l := range suite.nodeLoss {
+		t.Logf("power loss: %s", l)
+	}
 }
 
 // rollWithHelm changes a pod annotation with helm upgrade, which rolls

@@ -19,7 +19,11 @@ const (
 	readmeRegistry = "registry.example.com"
 	// registryAddr is where the test's registry listens, in the cluster's
 	// network namespace, in its place.
-	registryAddr = "127.0.0.1:5000"
+	registryAddr = "127.0.0.1:" + registryPort
+	// registryPort: the registry listens on every address of the cluster's
+	// network namespace, so node2 reaches it on its link (its 127.0.0.1 is
+	// its own).
+	registryPort = "5000"
 )
 
 // readmeInstall returns the commands of the README's Install, one per
@@ -101,7 +105,8 @@ func shell(ctx context.Context, dir, line string) ([]byte, error) {
 }
 
 // startRegistry runs the CNCF distribution registry (bin/registry) on
-// registryAddr with its storage under dir, and waits until it answers.
+// registryPort with its storage under dir, and waits until it answers on
+// registryAddr.
 func startRegistry(ctx context.Context, bin, dir string) (*exec.Cmd, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -115,7 +120,7 @@ storage:
     rootdirectory: %s
 http:
   addr: %s
-`, filepath.Join(dir, "storage"), registryAddr)), 0o644); err != nil {
+`, filepath.Join(dir, "storage"), ":"+registryPort)), 0o644); err != nil {
 		return nil, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "registry.log"))

@@ -1,7 +1,7 @@
 //go:build nodee2e
 
 // Package cluster runs the whole system as users run it (make cluster-e2e):
-// a single-node cluster of the pinned Kubernetes in a network and a mount
+// a two-node cluster of the pinned Kubernetes in a network and a mount
 // namespace of its own, the webhook's image built here and installed with
 // the chart, sandbox pods that run, and pod creates under disruption
 // (docs/cluster.md).
@@ -48,6 +48,8 @@ var suite struct {
 	helmLog strings.Builder
 	// image is the webhook's image as the README's Install pushed it.
 	image string
+	// nodeLoss says, per power loss, when the control plane noticed it.
+	nodeLoss []string
 }
 
 func TestMain(m *testing.M) {

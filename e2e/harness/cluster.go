@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,8 +39,15 @@ const (
 	// ClusterServiceCIDR holds the Services' cluster IPs; the first is the
 	// apiserver's (kubernetes.default).
 	ClusterServiceCIDR = "10.0.0.0/24"
-	// ClusterPodCIDR is the bridge network the pods get addresses from.
-	ClusterPodCIDR = "10.244.0.0/24"
+	// ClusterPodCIDR holds the pods' addresses: each node's bridge network
+	// is a /24 of it (node's the first, node2's the second).
+	ClusterPodCIDR = "10.244.0.0/16"
+	// The second node, node2, has a network namespace of its own, linked
+	// to the cluster's by a veth pair: ClusterNode2IP on its side,
+	// clusterLinkIP on the cluster's (its default gateway, and where it
+	// reaches the registry).
+	ClusterNode2IP = "10.250.1.2"
+	clusterLinkIP  = "10.250.1.1"
 	apiserverPort  = 6443
 	// clusterNSEnv is set in the environment of the test binary that runs
 	// in the cluster's namespaces.
@@ -83,9 +91,10 @@ func RunInClusterNamespaces(env ...string) (int, error) {
 // SetUpClusterNamespaces, in the cluster's namespaces, brings up the
 // loopback and the node's interface with ClusterNodeIP (one end of a veth
 // pair whose other end stays in the namespace: the kernel here has no
-// dummy interfaces), and hides
-// /run, /var/lib and /var/log behind empty tmpfs mounts (the daemons write
-// their locks and state there).
+// dummy interfaces), hides /run, /var/lib and /var/log behind empty tmpfs
+// mounts (the daemons write their locks and state there), and makes node2's
+// network namespace: a veth pair to the cluster's, a route each way for the
+// pods' addresses, and forwarding on, as between two nodes of one subnet.
 func SetUpClusterNamespaces() error {
 	if !InClusterNamespaces() {
 		return errors.New("not in the cluster's namespaces")
@@ -102,6 +111,19 @@ func SetUpClusterNamespaces() error {
 		"mount -t tmpfs -o mode=0755 cluster-run /run",
 		"mount -t tmpfs -o mode=0755 cluster-var-lib /var/lib",
 		"mount -t tmpfs -o mode=0755 cluster-var-log /var/log",
+		"sysctl -qw net.ipv4.ip_forward=1",
+		"ip netns add node2",
+		"ip link add node2-link type veth peer name node2 netns node2",
+		"ip addr add " + clusterLinkIP + "/24 dev node2-link",
+		"ip link set node2-link up",
+		"ip route add " + node2PodCIDR + " via " + ClusterNode2IP,
+		"ip netns exec node2 sh -c '" + strings.Join([]string{
+			"ip link set lo up",
+			"ip addr add " + ClusterNode2IP + "/24 dev node2",
+			"ip link set node2 up",
+			"ip route add default via " + clusterLinkIP,
+			"sysctl -qw net.ipv4.ip_forward=1",
+		}, " && ") + "'",
 	}, " && ")
 	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
 		return fmt.Errorf("setting up the cluster's namespaces: %w\n%s", err, out)
@@ -123,19 +145,30 @@ type ClusterOptions struct {
 	Images []string
 }
 
-// Cluster is a single-node Kubernetes cluster of local processes: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy
-// (iptables mode) and a Node (containerd and a kubelet) whose pods get
-// addresses on a bridge from the CNI plugins.
+// Cluster is a two-node Kubernetes cluster of local processes: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler, and per node
+// a Node (containerd and a kubelet) whose pods get addresses on a bridge
+// from the CNI plugins, and kube-proxy (iptables mode).
 type Cluster struct {
 	opts ClusterOptions
 	// Kubeconfig is an admin kubeconfig (system:masters).
 	Kubeconfig string
 	Config     *rest.Config
 	Client     kubernetes.Interface
-	Node       *Node
-	procs      []*process
+	// Nodes are the cluster's nodes by name: "node", in the cluster's
+	// network namespace with the control plane, and "node2", in one of its
+	// own.
+	Nodes map[string]*Node
+	procs []*process
+	// off is set while node2 is powered off (PowerOff).
+	off bool
 }
+
+// Node pod CIDRs: each node's bridge hands out addresses from its own.
+const (
+	nodePodCIDR  = "10.244.0.0/24"
+	node2PodCIDR = "10.244.1.0/24"
+)
 
 // StartCluster starts the control plane, the node and kube-proxy, and
 // returns once the node is Ready. On error everything started is stopped.
@@ -238,43 +271,67 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		c.procs = append(c.procs, proc)
 	}
 
-	c.Node, err = StartNode(ctx, NodeOptions{
-		Name:        "node",
-		Dir:         filepath.Join(dir, "node"),
-		Kubelet:     bin("kubelet"),
-		Busybox:     o.Busybox,
-		Kubeconfig:  kc,
-		NodeIP:      ClusterNodeIP,
-		CNIConfList: cniConfList,
-		CNIBinDir:   CNIBinDir,
-		Images:      o.Images,
-	})
-	if err != nil {
-		return c, err
+	c.Nodes = map[string]*Node{}
+	for _, n := range []struct {
+		name, ip, podCIDR, netns string
+		mirrors                  map[string]string
+	}{
+		{"node", ClusterNodeIP, nodePodCIDR, "", nil},
+		// 127.0.0.1 is node2's own loopback: its pulls of the
+		// registry there go to the cluster's side of its link.
+		{"node2", ClusterNode2IP, node2PodCIDR, "node2", map[string]string{"127.0.0.1:5000": "http://" + clusterLinkIP + ":5000"}},
+	} {
+		node, err := StartNode(ctx, NodeOptions{
+			Name:            n.name,
+			Dir:             filepath.Join(dir, n.name),
+			Kubelet:         bin("kubelet"),
+			Busybox:         o.Busybox,
+			Kubeconfig:      kc,
+			NodeIP:          n.ip,
+			CNIConfList:     cniConfList(n.podCIDR),
+			CNIBinDir:       CNIBinDir,
+			Images:          o.Images,
+			NetNS:           n.netns,
+			RegistryMirrors: n.mirrors,
+		})
+		if node != nil {
+			c.Nodes[n.name] = node
+		}
+		if err != nil {
+			return c, err
+		}
+		proxyCfg := filepath.Join(dir, "kube-proxy-"+n.name+".yaml")
+		if err := os.WriteFile(proxyCfg, []byte(fmt.Sprintf(kubeProxyConfig, kc, n.name)), 0o644); err != nil {
+			return c, err
+		}
+		proxy, err := startProcess(filepath.Join(logs, "kube-proxy-"+n.name+".log"), "kube-proxy", node.inNetNS(bin("kube-proxy"), "--config", proxyCfg)...)
+		if err != nil {
+			return c, err
+		}
+		c.procs = append(c.procs, proxy)
 	}
-	proxyCfg := filepath.Join(dir, "kube-proxy.yaml")
-	if err := os.WriteFile(proxyCfg, []byte(fmt.Sprintf(kubeProxyConfig, kc)), 0o644); err != nil {
-		return c, err
+	for name := range c.Nodes {
+		if err := WaitNode(ctx, c.Client, name); err != nil {
+			return c, err
+		}
 	}
-	proxy, err := startProcess(filepath.Join(logs, "kube-proxy.log"), "kube-proxy", bin("kube-proxy"), "--config", proxyCfg)
-	if err != nil {
-		return c, err
-	}
-	c.procs = append(c.procs, proxy)
-	return c, WaitNode(ctx, c.Client, "node")
+	return c, nil
 }
 
-// cniConfList is the pod network: a bridge with the pods' gateway on the
-// node, addresses from ClusterPodCIDR, and masquerading for what leaves it.
-var cniConfList = `{
+// cniConfList is a node's pod network: a bridge with the pods' gateway on
+// the node, addresses from the node's podCIDR, and masquerading for what
+// leaves it.
+func cniConfList(podCIDR string) string {
+	return `{
   "cniVersion": "1.0.0",
   "name": "pods",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + ClusterPodCIDR + `"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + podCIDR + `"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }`
+}
 
 // kubeProxyConfig routes Services with iptables in the cluster's network
 // namespace. The conntrack settings are zero: kube-proxy leaves the
@@ -285,7 +342,7 @@ clientConnection:
   kubeconfig: %s
 mode: iptables
 clusterCIDR: ` + ClusterPodCIDR + `
-hostnameOverride: node
+hostnameOverride: %s
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 conntrack:
@@ -318,23 +375,26 @@ func (c *Cluster) Log(name string) string {
 	return filepath.Join(c.opts.Dir, "logs", name+".log")
 }
 
-// Stop stops kube-proxy, the node, then the control plane, and removes the
+// Stop stops the kube-proxies, the nodes, then the control plane, and removes the
 // cluster's state (its logs stay). Stopping twice is fine.
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.off {
+		errs = append(errs, c.PowerOn())
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if c.procs[i].name == "kube-proxy" {
 			errs = append(errs, c.procs[i].stop(10*time.Second))
 		}
 	}
-	if c.Node != nil {
-		errs = append(errs, c.Node.Stop())
+	for _, n := range c.Nodes {
+		errs = append(errs, n.Stop())
 	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		errs = append(errs, c.procs[i].stop(30*time.Second))
 	}
 	c.procs = nil
-	for _, d := range []string{"etcd", "pki", "kube-proxy.yaml"} {
+	for _, d := range []string{"etcd", "pki", "kube-proxy-node.yaml", "kube-proxy-node2.yaml"} {
 		errs = append(errs, os.RemoveAll(filepath.Join(c.opts.Dir, d)))
 	}
 	return errors.Join(errs...)
@@ -344,8 +404,8 @@ func (c *Cluster) Stop() error {
 // processes that name the cluster's directory.
 func (c *Cluster) Leftovers() ([]string, error) {
 	var out []string
-	if c.Node != nil {
-		l, err := c.Node.Leftovers()
+	for _, n := range c.Nodes {
+		l, err := n.Leftovers()
 		if err != nil {
 			return nil, err
 		}
@@ -467,4 +527,74 @@ func WaitNode(ctx context.Context, cs kubernetes.Interface, name string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// linkRules are the iptables rules, in the cluster's network namespace,
+// that drop everything on node2's link both ways: to the control plane,
+// node2's address and its pods' addresses are then a black hole, as a node
+// that lost power is behind a switch (a connection attempt times out; no
+// error comes back).
+var linkRules = [][]string{
+	{"INPUT", "-i", "node2-link", "-j", "DROP"},
+	{"OUTPUT", "-o", "node2-link", "-j", "DROP"},
+	{"FORWARD", "-i", "node2-link", "-j", "DROP"},
+	{"FORWARD", "-o", "node2-link", "-j", "DROP"},
+}
+
+// PowerOff makes node2 look to the rest of the cluster like a node that
+// lost its power: every process of the node (containerd, its shims, the
+// kubelet, its kube-proxy) stopped with SIGSTOP, its pods' cgroups frozen,
+// and its link dropped both ways. PowerOn undoes it, as the node coming
+// back: its kubelet reports again and its pods go on.
+func (c *Cluster) PowerOff() error {
+	c.off = true
+	if err := c.node2Processes(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.Nodes["node2"].Cgroup("freezer", "freezer.state"), []byte("FROZEN"), 0o644); err != nil {
+		return fmt.Errorf("freezing node2's pods: %w", err)
+	}
+	for _, r := range linkRules {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, r...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables -I %s: %w\n%s", strings.Join(r, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// PowerOn brings node2 back from PowerOff.
+func (c *Cluster) PowerOn() error {
+	c.off = false
+	var errs []error
+	for _, r := range linkRules {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("iptables -D %s: %w\n%s", strings.Join(r, " "), err, out))
+		}
+	}
+	if err := os.WriteFile(c.Nodes["node2"].Cgroup("freezer", "freezer.state"), []byte("THAWED"), 0o644); err != nil {
+		errs = append(errs, fmt.Errorf("thawing node2's pods: %w", err))
+	}
+	return errors.Join(append(errs, c.node2Processes(syscall.SIGCONT))...)
+}
+
+// node2Processes sends sig to every process of node2: those that name its
+// directory (containerd, the shims, the kubelet) and its kube-proxy.
+func (c *Cluster) node2Processes(sig syscall.Signal) error {
+	dir := c.Nodes["node2"].opts.Dir
+	pids, err := findProcesses(func(_ int, cmdline string) bool {
+		return strings.Contains(cmdline, dir+"/") || strings.Contains(cmdline, "kube-proxy-node2.yaml")
+	})
+	if err != nil {
+		return err
+	}
+	if len(pids) < 3 {
+		return fmt.Errorf("%d processes of node2 found, want containerd, the kubelet and kube-proxy at least", len(pids))
+	}
+	var errs []error
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("signal %v to %d: %w", sig, pid, err))
+		}
+	}
+	return errors.Join(errs...)
 }

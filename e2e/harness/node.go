@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,6 +67,14 @@ type NodeOptions struct {
 	CNIConfList, CNIBinDir string
 	// Images are more OCI archives to import into containerd.
 	Images []string
+	// NetNS, when set, is the named network namespace (ip netns) the node
+	// runs in: its own interfaces, routes, iptables and loopback. The
+	// kubelet then listens on NodeIP, where the test can reach it.
+	NetNS string
+	// RegistryMirrors send containerd's pulls of a registry host (such as
+	// 127.0.0.1:5000, which is the node's own loopback in NetNS) to another
+	// endpoint (http://host:port), as kind's local registry does.
+	RegistryMirrors map[string]string
 }
 
 // Node is containerd and a kubelet registered as a node, both local
@@ -180,7 +189,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		}
 	}
 	fmt.Fprintf(&script, "exec containerd --config %s\n", cfg)
-	n.containerd, err = n.start("containerd", "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script.String())
+	n.containerd, err = n.start("containerd", n.inNetNS("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script.String())...)
 	if err != nil {
 		return n, err
 	}
@@ -202,7 +211,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err := os.WriteFile(kcfg, []byte(n.kubeletConfig(ports[0], ports[1])), 0o644); err != nil {
 		return n, err
 	}
-	n.kubelet, err = n.start("kubelet", "nsenter", "--target", strconv.Itoa(n.containerd.cmd.Process.Pid), "--mount", "--",
+	n.kubelet, err = n.start("kubelet", "nsenter", "--target", strconv.Itoa(n.containerd.cmd.Process.Pid), "--mount", "--net", "--",
 		o.Kubelet,
 		"--config", kcfg,
 		"--kubeconfig", o.Kubeconfig,
@@ -217,6 +226,27 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return n, err
 	}
 	return n, n.waitHealthy(ctx, ports[1])
+}
+
+// inNetNS prefixes a command so that it runs in the node's network
+// namespace, if it has one: nsenter, not `ip netns exec`, which mounts a
+// sysfs of its own over /sys and so hides the cgroup hierarchies from the
+// kubelet.
+func (n *Node) inNetNS(args ...string) []string {
+	if n.opts.NetNS == "" {
+		return args
+	}
+	return append([]string{"nsenter", "--net=/run/netns/" + n.opts.NetNS, "--"}, args...)
+}
+
+// listenAddress is where the kubelet serves and answers health checks:
+// the loopback, which the test shares, unless the node has a network
+// namespace of its own.
+func (n *Node) listenAddress() string {
+	if n.opts.NetNS == "" {
+		return "127.0.0.1"
+	}
+	return n.opts.NodeIP
 }
 
 func (n *Node) containerdConfig() string {
@@ -255,7 +285,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       conf_dir = %[9]q
 `, filepath.Join(d, "root"), filepath.Join(d, "state"), n.Socket, n.Socket+".ttrpc",
 		filepath.Join(d, "opt"), NodeImage, filepath.Join(d, "runc"),
-		cmp.Or(n.opts.CNIBinDir, filepath.Join(n.opts.Dir, "cni", "bin")), filepath.Join(n.opts.Dir, "cni", "conf"))
+		cmp.Or(n.opts.CNIBinDir, filepath.Join(n.opts.Dir, "cni", "bin")), filepath.Join(n.opts.Dir, "cni", "conf")) +
+		n.mirrorsConfig()
+}
+
+// mirrorsConfig is containerd's CRI registry mirrors for RegistryMirrors.
+func (n *Node) mirrorsConfig() string {
+	var b strings.Builder
+	for _, host := range slices.Sorted(maps.Keys(n.opts.RegistryMirrors)) {
+		fmt.Fprintf(&b, "    [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%q]\n      endpoint = [%q]\n", host, n.opts.RegistryMirrors[host])
+	}
+	return b.String()
 }
 
 func (n *Node) kubeletConfig(port, healthzPort int) string {
@@ -267,10 +307,10 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: %[1]s
 containerRuntimeEndpoint: unix://%[2]s
-address: 127.0.0.1
+address: %[6]s
 port: %[3]d
 readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
+healthzBindAddress: %[6]s
 healthzPort: %[4]d
 authentication:
   anonymous:
@@ -294,7 +334,7 @@ imageGCLowThresholdPercent: 99
 syncFrequency: 5s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
-`, n.CgroupRoot, n.Socket, port, healthzPort, filepath.Join(n.opts.Dir, "kubelet", "logs"))
+`, n.CgroupRoot, n.Socket, port, healthzPort, filepath.Join(n.opts.Dir, "kubelet", "logs"), n.listenAddress())
 }
 
 func (n *Node) start(name string, args ...string) (*process, error) {
@@ -380,7 +420,7 @@ func (n *Node) waitContainerd(ctx context.Context) error {
 func (n *Node) waitHealthy(ctx context.Context, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	url := fmt.Sprintf("http://%s/healthz", net.JoinHostPort(n.listenAddress(), strconv.Itoa(port)))
 	for {
 		if n.kubelet.exited() {
 			return fmt.Errorf("the kubelet exited; see %s", n.Log("kubelet"))
