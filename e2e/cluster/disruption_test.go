@@ -149,6 +149,9 @@ type scenario struct {
 	expect string
 	// burst sends each second's creates at once (runLoad).
 	burst bool
+	// setup and teardown, if set, run before the creates start and after
+	// they stop.
+	setup, teardown func(ctx context.Context) error
 }
 
 // TestDisruption creates createsPerSecond sandbox pods a second through
@@ -167,6 +170,7 @@ func TestDisruption(t *testing.T) {
 		{name: "node drained (cordon, evict all, PDB holds), uncordoned, replicas spread again", do: drainNode, expect: "none"},
 		{name: "node with a replica powered off (processes stopped, pods frozen, link dropped), back after", do: powerLoss, expect: "any"},
 		{name: "the same power loss, creates in bursts (20 at once each second)", do: powerLoss, expect: "any", burst: true},
+		{name: "the same power loss in bursts, the apiserver with --enable-aggregator-routing", setup: aggregatorRouting(true), teardown: aggregatorRouting(false), do: powerLoss, expect: "any", burst: true},
 		{name: "serving certificate rotated", do: rotateServingCert, expect: "none"},
 		{name: "policy ConfigMap changed", do: changePolicy, expect: "none"},
 		{name: "rollout without the protections, 2 replicas (maxUnavailable 1, no surge, shutdown-delay 0, idle-drain 0)", do: unprotectedRollout(2), expect: "any"},
@@ -175,6 +179,11 @@ func TestDisruption(t *testing.T) {
 	var rows, errs []string
 	var steady time.Duration
 	for _, s := range scenarios {
+		if s.setup != nil {
+			if err := s.setup(t.Context()); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		}
 		stop := runLoad(suite.cs, ns, s.burst)
 		time.Sleep(3 * time.Second)
 		start := time.Now()
@@ -184,6 +193,11 @@ func TestDisruption(t *testing.T) {
 		r := stop()
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
+		}
+		if s.teardown != nil {
+			if err := s.teardown(t.Context()); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
 		}
 		if steady == 0 {
 			steady = r.p99

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
 // lostNode is the node the node scenarios drain and power off: the one
@@ -187,4 +189,18 @@ func readyEndpoints(ctx context.Context) int {
 		}
 	}
 	return n
+}
+
+// aggregatorRouting restarts the API server with --enable-aggregator-routing
+// on or off. On, it calls a webhook at a ready endpoint of its Service that
+// it picks itself for each new connection, instead of the Service's cluster
+// IP through kube-proxy. The webhook is called once before it returns, so
+// that the first creates after it do not wait for a connection.
+func aggregatorRouting(on bool) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := suite.cluster.RestartAPIServer(ctx, fmt.Sprintf("--enable-aggregator-routing=%t", on)); err != nil {
+			return err
+		}
+		return harness.WaitMutating(ctx, suite.cs, loadPod("probe"), true)
+	}
 }

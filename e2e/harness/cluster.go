@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -162,6 +163,10 @@ type Cluster struct {
 	procs []*process
 	// off is set while node2 is powered off (PowerOff).
 	off bool
+	// apiserverArgs is kube-apiserver's command line; restarts counts
+	// RestartAPIServer's.
+	apiserverArgs []string
+	restarts      int
 }
 
 // Node pod CIDRs: each node's bridge hands out addresses from its own.
@@ -224,7 +229,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		return c, err
 	}
 	c.procs = append(c.procs, etcd)
-	apiserver, err := startProcess(filepath.Join(logs, "kube-apiserver.log"), "kube-apiserver", bin("kube-apiserver"),
+	c.apiserverArgs = []string{bin("kube-apiserver"),
 		"--etcd-servers", "http://127.0.0.1:2379",
 		"--bind-address", "0.0.0.0", "--secure-port", fmt.Sprint(apiserverPort),
 		"--advertise-address", ClusterNodeIP,
@@ -234,7 +239,8 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", p("sa.key"), "--service-account-signing-key-file", p("sa.key"),
 		"--authorization-mode", "RBAC",
-		"--profiling=false")
+		"--profiling=false"}
+	apiserver, err := startProcess(filepath.Join(logs, "kube-apiserver.log"), "kube-apiserver", c.apiserverArgs...)
 	if err != nil {
 		return c, err
 	}
@@ -351,6 +357,28 @@ conntrack:
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
 `
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, and SIGKILL after 30 s)
+// and starts it again with its flags and extra ones after them (a later flag
+// wins), in the log file kube-apiserver-N.log for the Nth restart, and
+// waits until it is ready.
+func (c *Cluster) RestartAPIServer(ctx context.Context, extra ...string) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == "kube-apiserver" })
+	if i < 0 {
+		return errors.New("no kube-apiserver")
+	}
+	// One that does not finish its graceful shutdown in time is killed, as
+	// a crashed one would be; either way it is gone.
+	_ = c.procs[i].stop(30 * time.Second)
+	c.apiserverArgs = append(c.apiserverArgs, extra...)
+	c.restarts++
+	p, err := startProcess(c.Log(fmt.Sprintf("kube-apiserver-%d", c.restarts)), "kube-apiserver", c.apiserverArgs...)
+	if err != nil {
+		return err
+	}
+	c.procs[i] = p
+	return c.waitAPI(ctx, p)
+}
 
 func (c *Cluster) waitAPI(ctx context.Context, apiserver *process) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
