@@ -170,6 +170,7 @@ func TestDisruption(t *testing.T) {
 		{name: "node drained (cordon, evict all, PDB holds), uncordoned, replicas spread again", do: drainNode, expect: "none"},
 		{name: "node with a replica powered off (processes stopped, pods frozen, link dropped), back after", do: powerLoss, expect: "any"},
 		{name: "the same power loss, creates in bursts (20 at once each second)", do: powerLoss, expect: "any", burst: true},
+		{name: "the same power loss in bursts, webhook.timeoutSeconds 2", setup: webhookTimeout(2), teardown: webhookTimeout(0), do: powerLoss, expect: "any", burst: true},
 		{name: "the same power loss in bursts, the apiserver with --enable-aggregator-routing", setup: aggregatorRouting(true), teardown: aggregatorRouting(false), do: powerLoss, expect: "any", burst: true},
 		{name: "serving certificate rotated", do: rotateServingCert, expect: "none"},
 		{name: "policy ConfigMap changed", do: changePolicy, expect: "none"},

@@ -204,3 +204,19 @@ func aggregatorRouting(on bool) func(ctx context.Context) error {
 		return harness.WaitMutating(ctx, suite.cs, loadPod("probe"), true)
 	}
 }
+
+// webhookTimeout sets the chart's webhook.timeoutSeconds with helm upgrade
+// (0: the chart's default), which changes the webhook configuration only,
+// and waits until the webhook answers again.
+func webhookTimeout(seconds int) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		var more map[string]any
+		if seconds > 0 {
+			more = map[string]any{"webhook": map[string]any{"timeoutSeconds": seconds}}
+		}
+		if _, err := upgrade(ctx, more); err != nil {
+			return err
+		}
+		return harness.WaitMutating(ctx, suite.cs, loadPod("probe"), true)
+	}
+}
