@@ -141,6 +141,22 @@ func (a *applier) cacheVolume(i int) corev1.Volume {
 	return corev1.Volume{Name: a.p.Spec.Caches[i].Name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
 }
 
+// raisedBefore returns what the named container's memory limit was before
+// an earlier pass raised it to lim, and that pass's record; nil when no
+// earlier pass raised it to lim (a record naming another limit is not
+// believed).
+func (a *applier) raisedBefore(container string, lim resource.Quantity) (resource.Quantity, *raisedLimit) {
+	pr := a.prev.raised(container)
+	if pr == nil || !quantityIs(lim, pr.To) {
+		return resource.Quantity{}, nil
+	}
+	q, err := resource.ParseQuantity(pr.From)
+	if err != nil {
+		return resource.Quantity{}, nil
+	}
+	return q, pr
+}
+
 // raiseLimit raises container t's own memory limit by the sizeLimits of the
 // policy's in-memory caches it mounts (containerLimits: raise), and its
 // request with it when the two were equal. A limit an earlier pass raised is
@@ -164,17 +180,14 @@ func (a *applier) raiseLimit(t target) {
 	item := "limits/" + t.c.Name
 	req, hasReq := t.c.Resources.Requests[corev1.ResourceMemory]
 	// What the limit was before any raise: as it is, unless a policy of
-	// this pass or an earlier pass raised it.
-	// A request the pod does not set is the limit: the apiserver defaults
-	// it so before admission, and will default it to the raised limit in
-	// dry-run's pod.
+	// this pass or an earlier pass raised it. A request the pod does not
+	// set is the limit: the apiserver defaults it so before admission, and
+	// will default it to the raised limit in dry-run's pod.
 	rec := a.st.raised(t.c.Name)
 	from, withReq := lim, !hasReq || req.Cmp(lim) == 0
 	if rec == nil {
-		if pr := a.prev.raised(t.c.Name); pr != nil && quantityIs(lim, pr.To) {
-			if q, err := resource.ParseQuantity(pr.From); err == nil {
-				from, withReq = q, pr.Request && (!hasReq || quantityIs(req, pr.To))
-			}
+		if q, pr := a.raisedBefore(t.c.Name, lim); pr != nil {
+			from, withReq = q, pr.Request && (!hasReq || quantityIs(req, pr.To))
 		}
 	} else {
 		withReq = rec.Request && withReq
@@ -225,10 +238,8 @@ func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target)
 		}
 		// A limit an earlier pass raised goes back to what it was at the
 		// end of this one (status.restoreLimits).
-		if pr := a.prev.raised(t.c.Name); pr != nil && quantityIs(lim, pr.To) {
-			if q, err := resource.ParseQuantity(pr.From); err == nil {
-				lim = q
-			}
+		if q, pr := a.raisedBefore(t.c.Name, lim); pr != nil {
+			lim = q
 		}
 		a.warn("%s", chargedWarning(vol.Name, t.c.Name, lim, vol.EmptyDir.SizeLimit))
 	}
