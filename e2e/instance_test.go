@@ -136,7 +136,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		}
 	})
 
-	in.mwc, err = chart.RenderWebhookConfiguration(ctx, suite.root, chart.ConfigOptions{
+	adm, err := chart.RenderAdmission(ctx, suite.root, chart.ConfigOptions{
 		Release:           name,
 		Namespace:         in.ownNamespace,
 		URL:               in.webhook.URL(),
@@ -147,6 +147,10 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	in.mwc = adm.Webhooks
+	if adm.Guard != nil {
+		installGuard(t, adm)
 	}
 	in.install(t, in.mwc)
 	t.Cleanup(func() {
@@ -162,6 +166,24 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		t.Fatal(err)
 	}
 	return in
+}
+
+// installGuard creates the chart's guard (webhook.guard) and deletes it when
+// the test ends, and waits until the API server enforces it.
+func installGuard(t *testing.T, adm *chart.Admission) {
+	t.Helper()
+	api := suite.cs.AdmissionregistrationV1()
+	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), adm.Guard, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), adm.GuardBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, adm.GuardBinding.Name, metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(ctx, adm.Guard.Name, metav1.DeleteOptions{})
+	})
 }
 
 // install creates or replaces the instance's webhook configuration.

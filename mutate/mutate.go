@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -21,8 +22,18 @@ import (
 // reinvokes the webhook, that container receives its mounts and env and the
 // pod-level memory is recomputed, without anything else changing.
 func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Result) {
+	res = apply(pod, ns, set, opts)
+	res.Warnings = clientWarnings(res.Warnings)
+	if opts.StatusAlways && !metav1.HasAnnotation(res.Pod.ObjectMeta, StatusAnnotation) {
+		res.Pod = res.Pod.DeepCopy()
+		(&status{Policies: []*statusPolicy{}}).write(res.Pod)
+		res.Changed = true
+	}
+	return res
+}
+
+func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Result) {
 	res.Pod = pod
-	defer func() { res.Warnings = clientWarnings(res.Warnings) }()
 	if reason := skipPod(pod, ns, opts); reason != "" {
 		res.PodSkipped = reason
 		return res

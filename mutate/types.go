@@ -130,6 +130,11 @@ type Options struct {
 	// ExcludeNamespaces are never mutated (the webhook's own namespace).
 	// kube-system is always excluded.
 	ExcludeNamespaces []string
+	// StatusAlways gives every pod the status annotation, one that no
+	// policy changes ({"policies":[]}) and a skipped one too, so that a
+	// guard after the webhook can tell a pod it answered from one it never
+	// saw (serve --status-always, the chart's webhook.guard).
+	StatusAlways bool
 }
 
 // PolicyResult says whether one policy matched the pod and, if not, why.

@@ -39,6 +39,9 @@ type Options struct {
 	LeakMitigationFile string
 	// ExcludeNamespaces are never mutated (kube-system never is).
 	ExcludeNamespaces []string
+	// StatusAlways gives every pod answered the status annotation
+	// (mutate.Options.StatusAlways), for the chart's guard.
+	StatusAlways bool
 	// AllowedHostPaths, when set, are the directories hostPath assets must
 	// lie in: a policy set with one outside is invalid, like any other
 	// invalid set (the last good one stays).

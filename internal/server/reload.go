@@ -52,6 +52,7 @@ type reloader struct {
 	allowedHostPaths []string
 	leakFile         string
 	exclude          []string
+	statusAlways     bool
 	interval         time.Duration
 	target           *atomic.Pointer[admission.Config]
 	metrics          *serverMetrics
@@ -81,6 +82,7 @@ func newReloader(o *Options, target *atomic.Pointer[admission.Config], m *server
 		allowedHostPaths: slices.Clone(o.AllowedHostPaths),
 		leakFile:         o.LeakMitigationFile,
 		exclude:          slices.Clone(o.ExcludeNamespaces),
+		statusAlways:     o.StatusAlways,
 		interval:         o.ReloadInterval,
 		target:           target,
 		metrics:          m,
@@ -232,6 +234,7 @@ func (r *reloader) publish() {
 			ExcludeNamespaces: slices.Clone(r.exclude),
 			PodLevelResources: r.cluster.podLevel,
 			ImageVolumes:      r.cluster.imageVolumes,
+			StatusAlways:      r.statusAlways,
 		},
 	}
 	r.target.Store(cfg)

@@ -239,3 +239,13 @@ empty without a memory limit or with one written otherwise.
 {{ div (mul $mib 9) 10 }}MiB
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the guard is on: webhook.guard.enabled with failurePolicy Fail. */}}
+{{- define "sandbox-webhook.guard" -}}
+{{- and .Values.webhook.guard.enabled (eq .Values.webhook.failurePolicy "Fail") -}}
+{{- end -}}
+
+{{/* CEL: the pod has the status annotation, which a webhook call that answered it wrote. */}}
+{{- define "sandbox-webhook.answered" -}}
+has(object.metadata.annotations) && 'sandbox-webhook.io/status' in object.metadata.annotations
+{{- end -}}

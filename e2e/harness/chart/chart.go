@@ -59,6 +59,24 @@ type ConfigOptions struct {
 // The chart's certificates are not used: the process has its own
 // (certificates.mode=existingSecret with the given caBundle).
 func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	a, err := RenderAdmission(ctx, root, o)
+	if err != nil {
+		return nil, err
+	}
+	return a.Webhooks, nil
+}
+
+// Admission is what the chart registers with the API server's admission.
+type Admission struct {
+	Webhooks *admissionregistrationv1.MutatingWebhookConfiguration
+	// Guard and GuardBinding are webhook.guard's, nil when it is off.
+	Guard        *admissionregistrationv1.ValidatingAdmissionPolicy
+	GuardBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+}
+
+// RenderAdmission is RenderWebhookConfiguration with the guard's
+// ValidatingAdmissionPolicy and binding, when the values turn it on.
+func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admission, error) {
 	webhook := map[string]any{
 		"url":      o.URL,
 		"caBundle": base64.StdEncoding.EncodeToString(o.CABundle),
@@ -94,7 +112,8 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 	if err != nil {
 		return nil, err
 	}
-	var found []*admissionregistrationv1.MutatingWebhookConfiguration
+	var a Admission
+	var mwcs int
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	for {
 		var raw json.RawMessage
@@ -107,19 +126,29 @@ func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOption
 		if err := json.Unmarshal(raw, &tm); err != nil {
 			return nil, err
 		}
-		if tm.Kind != "MutatingWebhookConfiguration" {
+		var into any
+		switch tm.Kind {
+		case "MutatingWebhookConfiguration":
+			mwcs++
+			a.Webhooks = &admissionregistrationv1.MutatingWebhookConfiguration{}
+			into = a.Webhooks
+		case "ValidatingAdmissionPolicy":
+			a.Guard = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			into = a.Guard
+		case "ValidatingAdmissionPolicyBinding":
+			a.GuardBinding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			into = a.GuardBinding
+		default:
 			continue
 		}
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := strictUnmarshal(raw, &mwc); err != nil {
-			return nil, fmt.Errorf("decoding the chart's MutatingWebhookConfiguration: %w", err)
+		if err := strictUnmarshal(raw, into); err != nil {
+			return nil, fmt.Errorf("decoding the chart's %s: %w", tm.Kind, err)
 		}
-		found = append(found, &mwc)
 	}
-	if len(found) != 1 {
-		return nil, fmt.Errorf("the chart rendered %d MutatingWebhookConfigurations, want 1", len(found))
+	if mwcs != 1 {
+		return nil, fmt.Errorf("the chart rendered %d MutatingWebhookConfigurations, want 1", mwcs)
 	}
-	return found[0], nil
+	return &a, nil
 }
 
 // RenderManifest renders the chart at root/Dir with the Helm SDK, as

@@ -134,6 +134,7 @@ server's own 90s, so that the client closes them.`,
 	fs.StringVar(&v.kubeconfig, "kubeconfig", "", "kubeconfig file for reading namespaces; default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config")
 	flags.AllowedHostPath(fs, &v.AllowedHostPaths)
 	flags.ExcludeNamespace(fs, &v.ExcludeNamespaces, "; default: $POD_NAMESPACE when set")
+	fs.BoolVar(&v.StatusAlways, "status-always", false, "status annotation on every pod answered, so a guard can refuse a pod no call answered")
 	fs.StringVar(&v.tlsMinVersion, "tls-min-version", "1.3", "minimum TLS version: 1.2 (ECDHE AEAD cipher suites only) or 1.3")
 	fs.StringVar(&v.maxRequestBytes, "max-request-bytes", "3Mi", "largest AdmissionReview accepted, in bytes or as a quantity (3Mi); larger requests get HTTP 413; below 7Mi")
 	fs.StringVar(&v.maxBufferedBytes, "max-buffered-bytes", "32Mi", "request body bytes held at once, counted before reading; bodies over 64Ki share 3/4 of it; no room within 2s: HTTP 503")

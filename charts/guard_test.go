@@ -1,0 +1,77 @@
+package charts
+
+import (
+	"slices"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// TestGuard: webhook.guard renders two pods entries that each fail open, the
+// second called only for a pod without the status annotation (with the
+// user's match conditions first), a ValidatingAdmissionPolicy with the
+// webhook's selectors and conditions that denies such a pod, and the
+// server's --status-always; with failurePolicy Ignore it renders none of it.
+func TestGuard(t *testing.T) {
+	const answered = "has(object.metadata.annotations) && 'sandbox-webhook.io/status' in object.metadata.annotations"
+	r := mustRender(t, `
+webhook:
+  guard: {enabled: true}
+  matchConditions: [{name: not-dry-run, expression: "!request.dryRun"}]
+`)
+	mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+	var names []string
+	for _, w := range mwc.Webhooks {
+		names = append(names, w.Name)
+	}
+	if want := []string{"pods.sandbox-webhook.io", "pods-retry.sandbox-webhook.io", "ephemeralcontainers.sandbox-webhook.io"}; !slices.Equal(names, want) {
+		t.Fatalf("entries %v, want %v", names, want)
+	}
+	pods, retry := mwc.Webhooks[0], mwc.Webhooks[1]
+	for _, w := range mwc.Webhooks[:2] {
+		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+			t.Errorf("%s: failurePolicy %s, reinvocationPolicy %s; want Ignore, IfNeeded", w.Name, *w.FailurePolicy, *w.ReinvocationPolicy)
+		}
+		if !equalJSON(t, w.ObjectSelector, pods.ObjectSelector) || !equalJSON(t, w.NamespaceSelector, pods.NamespaceSelector) || !equalJSON(t, w.ClientConfig, pods.ClientConfig) {
+			t.Errorf("%s: selectors or client differ from the pods entry's", w.Name)
+		}
+	}
+	if *mwc.Webhooks[2].FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("the ephemeral containers entry fails open with the guard")
+	}
+	wantConds := []admissionregistrationv1.MatchCondition{{Name: "not-dry-run", Expression: "!request.dryRun"}}
+	if !equalJSON(t, pods.MatchConditions, wantConds) {
+		t.Errorf("pods entry's conditions %+v", pods.MatchConditions)
+	}
+	wantConds = append(wantConds, admissionregistrationv1.MatchCondition{Name: "sandbox-webhook-not-answered", Expression: "!(" + answered + ")"})
+	if !equalJSON(t, retry.MatchConditions, wantConds) {
+		t.Errorf("retry entry's conditions %+v", retry.MatchConditions)
+	}
+
+	vap := one[*admissionregistrationv1.ValidatingAdmissionPolicy](t, r)
+	mc := vap.Spec.MatchConstraints
+	if !equalJSON(t, mc.ObjectSelector, pods.ObjectSelector) || !equalJSON(t, mc.NamespaceSelector, pods.NamespaceSelector) || !equalJSON(t, mc.ResourceRules[0].RuleWithOperations, pods.Rules[0]) {
+		t.Errorf("the guard's match %+v differs from the pods entry's", mc)
+	}
+	if !equalJSON(t, vap.Spec.MatchConditions, pods.MatchConditions) {
+		t.Errorf("the guard's conditions %+v", vap.Spec.MatchConditions)
+	}
+	if len(vap.Spec.Validations) != 1 || vap.Spec.Validations[0].Expression != answered || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("the guard's validations %+v", vap.Spec.Validations)
+	}
+	b := one[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, r)
+	if b.Spec.PolicyName != vap.Name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v", b.Spec)
+	}
+	if args := deploymentContainer(t, r).Args; !slices.Contains(args, "--status-always") {
+		t.Errorf("the server lacks --status-always: %v", args)
+	}
+
+	for _, values := range []string{"webhook: {guard: {enabled: false}}", "webhook: {guard: {enabled: true}, failurePolicy: Ignore}"} {
+		r := mustRender(t, values)
+		mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+		if len(mwc.Webhooks) != 2 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](r)) != 0 || slices.Contains(deploymentContainer(t, r).Args, "--status-always") {
+			t.Errorf("%s: %d entries, the guard rendered or --status-always set", values, len(mwc.Webhooks))
+		}
+	}
+}

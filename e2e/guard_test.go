@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// TestGuard: the chart's webhook.guard against the apiserver. Its two pods
+// entries each fail open and its ValidatingAdmissionPolicy refuses a
+// selected pod neither answered. With the webhook up, a sandbox pod is
+// mutated with one call (the second entry is not called), and a selected
+// pod no policy changes is admitted with the empty status; with the first
+// entry failing, the second mutates the pod; with the webhook down, a
+// sandbox pod is refused by the guard, never admitted unmutated, while a
+// pod the configuration does not select is created.
+func TestGuard(t *testing.T) {
+	const ns = "guard"
+	in := newInstance(t, "guard", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		values:     map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": true}}},
+		args:       []string{"--status-always"},
+	})
+	if n := len(in.mwc.Webhooks); n != 3 || in.mwc.Webhooks[1].Name != "pods-retry.sandbox-webhook.io" {
+		t.Fatalf("the guard's configuration has %d entries, want pods, pods-retry and ephemeralcontainers", n)
+	}
+
+	before := in.metric(t, "sandbox_webhook_admission_requests_total")
+	got := createPod(t, sandboxPod(ns, "answered"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("with the webhook up:%s", joinProblems(p))
+	}
+	if calls := in.metric(t, "sandbox_webhook_admission_requests_total") - before; calls != 1 {
+		t.Errorf("one sandbox pod made %v admission requests, want 1 (the retry entry is called only when the first did not answer)", calls)
+	}
+
+	optedOut := sandboxPod(ns, "opted-out")
+	optedOut.Labels["sandbox-webhook.io/skip"] = "true"
+	got = createPod(t, optedOut)
+	if s := got.Annotations[mutate.StatusAnnotation]; s != `{"policies":[]}` {
+		t.Errorf("a selected pod no policy changes: status %q, want the empty one", s)
+	}
+	delete(got.Annotations, mutate.StatusAnnotation)
+	if p := untouchedProblems(got); len(p) > 0 {
+		t.Errorf("a selected pod no policy changes:%s", joinProblems(p))
+	}
+
+	// The first entry meets a path the server does not serve (404: a failed
+	// call, ignored); the second answers. The apiserver counts the first
+	// entry's fail-open.
+	failOpen := func() float64 {
+		return apiserverMetric(t, "apiserver_admission_webhook_fail_open_count", `name="pods.sandbox-webhook.io"`)
+	}
+	broken := in.mwc.DeepCopy()
+	broken.Webhooks[0].ClientConfig.URL = new(strings.Replace(*broken.Webhooks[0].ClientConfig.URL, "/mutate-v1-pod", "/nowhere", 1))
+	in.install(t, broken)
+	opened := failOpen()
+	waitFor(t, "the apiserver to call the changed first entry", func() (bool, string) {
+		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		now := failOpen()
+		return err == nil && now > opened, fmt.Sprintf("fail-opens %v, create %v", now, err)
+	})
+	opened = failOpen()
+	got = createPod(t, sandboxPod(ns, "retried"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("answered by the second entry:%s", joinProblems(p))
+	}
+	// Twice: the second entry changed the pod, so the apiserver reinvokes
+	// the first (reinvocationPolicy IfNeeded), which fails open again; the
+	// second is not called again, the pod having the status annotation.
+	if n := failOpen() - opened; n != 2 {
+		t.Errorf("the first entry failed open %v times for one pod, want 2 (its call and its reinvocation)", n)
+	}
+	in.install(t, in.mwc)
+
+	if err := in.webhook.Stop(); err != nil {
+		t.Fatalf("stopping the webhook: %v", err)
+	}
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "while-down"), metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("a sandbox pod was created while no entry answered")
+	}
+	for _, want := range []string{"ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	got = createPod(t, plainPod(ns, "plain-while-down"))
+	if p := untouchedProblems(got); len(p) > 0 {
+		t.Errorf("non-sandbox pod:%s", joinProblems(p))
+	}
+
+	if err := in.webhook.Start(t.Context()); err != nil {
+		t.Fatalf("restarting the webhook: %v", err)
+	}
+	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		t.Fatal(err)
+	}
+}
