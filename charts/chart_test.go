@@ -50,6 +50,8 @@ func TestDefaultObjects(t *testing.T) {
 		"Issuer/sandbox-webhook",
 		"PodDisruptionBudget/sandbox-webhook",
 		"NetworkPolicy/sandbox-webhook",
+		"ValidatingAdmissionPolicy/sandbox-webhook-guard",
+		"ValidatingAdmissionPolicyBinding/sandbox-webhook-guard",
 	}
 	if got := kinds(r); !sameSet(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -108,6 +110,7 @@ func TestDefaultObjects(t *testing.T) {
 		"--idle-drain=95s",
 		"--exclude-namespace=kube-system",
 		"--exclude-namespace=" + namespace,
+		"--status-always=true",
 		"--cert-mode=cert-manager",
 		"--certificate=" + fullname,
 		"--webhook-config=" + fullname,
@@ -225,12 +228,14 @@ func TestDefaultObjects(t *testing.T) {
 	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != namespace+"/"+fullname {
 		t.Errorf("inject-ca-from = %q", got)
 	}
-	if len(mwc.Webhooks) != 2 {
-		t.Fatalf("want two webhooks (pods, ephemeral containers), got %d", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 3 {
+		t.Fatalf("want three webhooks (pods and its retry with the guard, ephemeral containers), got %d", len(mwc.Webhooks))
 	}
 	wh := mwc.Webhooks[0]
-	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
-		t.Errorf("failurePolicy = %v, want Fail", wh.FailurePolicy)
+	// failurePolicy Fail with webhook.guard: each pods entry fails open and
+	// the guard refuses what neither answered (TestGuard).
+	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("failurePolicy = %v, want Ignore under the guard", wh.FailurePolicy)
 	}
 	if wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone {
 		t.Errorf("sideEffects = %v", wh.SideEffects)
@@ -283,9 +288,9 @@ func TestDefaultObjects(t *testing.T) {
 	// Ephemeral containers are judged for their hostPath mounts, whatever
 	// the pod's labels (whoever adds one may remove them first), in the
 	// same namespaces, only for pods with a hostPath volume.
-	eph := mwc.Webhooks[1]
+	eph := mwc.Webhooks[2]
 	if eph.Name != "ephemeralcontainers.sandbox-webhook.io" {
-		t.Errorf("second webhook = %s", eph.Name)
+		t.Errorf("third webhook = %s", eph.Name)
 	}
 	wantEphRules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
@@ -303,9 +308,13 @@ func TestDefaultObjects(t *testing.T) {
 	if !equalJSON(t, eph.NamespaceSelector, wantNS) {
 		t.Errorf("ephemeral-container namespaceSelector = %+v", eph.NamespaceSelector)
 	}
-	if !equalJSON(t, eph.ClientConfig, wh.ClientConfig) || !equalJSON(t, eph.FailurePolicy, wh.FailurePolicy) ||
-		!equalJSON(t, eph.TimeoutSeconds, wh.TimeoutSeconds) || !equalJSON(t, eph.SideEffects, wh.SideEffects) {
+	if !equalJSON(t, eph.ClientConfig, wh.ClientConfig) || !equalJSON(t, eph.TimeoutSeconds, wh.TimeoutSeconds) || !equalJSON(t, eph.SideEffects, wh.SideEffects) {
 		t.Errorf("the ephemeral-container webhook is called differently from the pod webhook: %+v", eph)
+	}
+	// The guard covers pod creation only: an ephemeral container no replica
+	// judged is refused.
+	if eph.FailurePolicy == nil || *eph.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("ephemeral-container failurePolicy = %v, want Fail", eph.FailurePolicy)
 	}
 	if eph.ReinvocationPolicy == nil || *eph.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
 		t.Errorf("ephemeral-container reinvocationPolicy = %v, want Never (it never patches)", eph.ReinvocationPolicy)

@@ -63,14 +63,14 @@ webhook:
 	if b.Spec.PolicyName != vap.Name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
 		t.Errorf("binding %+v", b.Spec)
 	}
-	if args := deploymentContainer(t, r).Args; !slices.Contains(args, "--status-always") {
+	if args := deploymentContainer(t, r).Args; !slices.Contains(args, "--status-always=true") {
 		t.Errorf("the server lacks --status-always: %v", args)
 	}
 
 	for _, values := range []string{"webhook: {guard: {enabled: false}}", "webhook: {guard: {enabled: true}, failurePolicy: Ignore}"} {
 		r := mustRender(t, values)
 		mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
-		if len(mwc.Webhooks) != 2 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](r)) != 0 || slices.Contains(deploymentContainer(t, r).Args, "--status-always") {
+		if len(mwc.Webhooks) != 2 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](r)) != 0 || slices.Contains(deploymentContainer(t, r).Args, "--status-always=true") {
 			t.Errorf("%s: %d entries, the guard rendered or --status-always set", values, len(mwc.Webhooks))
 		}
 	}

@@ -517,6 +517,8 @@ func (r *chartRelease) checkObjects(t *testing.T, mode string) {
 		"PodDisruptionBudget " + ns + "/" + f,
 		"Service " + ns + "/" + f,
 		"ServiceAccount " + ns + "/" + f,
+		"ValidatingAdmissionPolicy " + f + "-guard",
+		"ValidatingAdmissionPolicyBinding " + f + "-guard",
 	}
 	switch mode {
 	case modeCertManager:
@@ -573,7 +575,9 @@ func (r *chartRelease) serviceClientConfig(caBundle []byte) admissionregistratio
 func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionregistrationv1.WebhookClientConfig) {
 	t.Helper()
 	mwc := r.webhookConfiguration(t)
-	want := []admissionregistrationv1.MutatingWebhook{{
+	// webhook.guard (the default): the pods entry twice, each failing open;
+	// the retry only for a pod the first did not answer.
+	pods := admissionregistrationv1.MutatingWebhook{
 		Name:         "pods.sandbox-webhook.io",
 		ClientConfig: client,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
@@ -583,7 +587,7 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 			},
 		}},
-		FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
 		MatchPolicy:   ptr.To(admissionregistrationv1.Equivalent),
 		NamespaceSelector: &metav1.LabelSelector{
 			MatchLabels: map[string]string{instanceLabel: r.name},
@@ -596,7 +600,14 @@ func (r *chartRelease) checkWebhookConfiguration(t *testing.T, client admissionr
 		TimeoutSeconds:          ptr.To[int32](chartTimeoutSeconds),
 		AdmissionReviewVersions: []string{"v1"},
 		ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
-	}, {
+	}
+	retry := *pods.DeepCopy()
+	retry.Name = "pods-retry.sandbox-webhook.io"
+	retry.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name:       "sandbox-webhook-not-answered",
+		Expression: "!(has(object.metadata.annotations) && 'sandbox-webhook.io/status' in object.metadata.annotations)",
+	}}
+	want := []admissionregistrationv1.MutatingWebhook{pods, retry, {
 		Name:         "ephemeralcontainers.sandbox-webhook.io",
 		ClientConfig: client,
 		Rules: []admissionregistrationv1.RuleWithOperations{{

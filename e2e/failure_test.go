@@ -11,14 +11,17 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
-// Case 7: with the webhook process stopped, failurePolicy Fail (the chart's
-// default) rejects sandbox pods with an error that names the webhook, while
-// pods the configuration does not select are still created; once the process
-// is back, sandbox pods are created and mutated again.
+// Case 7: with the webhook process stopped and webhook.guard off,
+// failurePolicy Fail (the chart's default) rejects sandbox pods with an
+// error that names the webhook, while pods the configuration does not
+// select are still created; once the process is back, sandbox pods are
+// created and mutated again. With the guard (TestGuard) the refusal is the
+// guard's.
 func TestWebhookDown(t *testing.T) {
 	const ns = "webhookdown"
 	in := newInstance(t, "webhookdown", instanceOptions{
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		values:     map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": false}}},
 	})
 	if got := in.mwc.Webhooks[0].FailurePolicy; got == nil || *got != admissionregistrationv1.Fail {
 		t.Fatalf("the chart's default failurePolicy is %v, want Fail", got)

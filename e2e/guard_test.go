@@ -12,7 +12,9 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// TestGuard: the chart's webhook.guard against the apiserver. Its two pods
+// TestGuard: the chart's webhook.guard (on by default) against the
+// apiserver, the server run with --status-always as the chart's Deployment
+// runs it. Its two pods
 // entries each fail open and its ValidatingAdmissionPolicy refuses a
 // selected pod neither answered. With the webhook up, a sandbox pod is
 // mutated with one call (the second entry is not called), and a selected
@@ -25,7 +27,6 @@ func TestGuard(t *testing.T) {
 	in := newInstance(t, "guard", instanceOptions{
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 		values:     map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": true}}},
-		args:       []string{"--status-always"},
 	})
 	if n := len(in.mwc.Webhooks); n != 3 || in.mwc.Webhooks[1].Name != "pods-retry.sandbox-webhook.io" {
 		t.Fatalf("the guard's configuration has %d entries, want pods, pods-retry and ephemeralcontainers", n)
@@ -42,13 +43,17 @@ func TestGuard(t *testing.T) {
 
 	optedOut := sandboxPod(ns, "opted-out")
 	optedOut.Labels["sandbox-webhook.io/skip"] = "true"
-	got = createPod(t, optedOut)
-	if s := got.Annotations[mutate.StatusAnnotation]; s != `{"policies":[]}` {
-		t.Errorf("a selected pod no policy changes: status %q, want the empty one", s)
-	}
-	delete(got.Annotations, mutate.StatusAnnotation)
-	if p := untouchedProblems(got); len(p) > 0 {
-		t.Errorf("a selected pod no policy changes:%s", joinProblems(p))
+	windows := sandboxPod(ns, "windows")
+	windows.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
+	for _, pod := range []*corev1.Pod{optedOut, windows} {
+		got = createPod(t, pod)
+		if s := got.Annotations[mutate.StatusAnnotation]; s != `{"policies":[]}` {
+			t.Errorf("%s, selected, no policy changes it: status %q, want the empty one", pod.Name, s)
+		}
+		delete(got.Annotations, mutate.StatusAnnotation)
+		if p := untouchedProblems(got); len(p) > 0 {
+			t.Errorf("%s, selected, no policy changes it:%s", pod.Name, joinProblems(p))
+		}
 	}
 
 	// The first entry meets a path the server does not serve (404: a failed

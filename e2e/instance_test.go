@@ -44,7 +44,10 @@ type instanceOptions struct {
 	namespaces []*corev1.Namespace
 	// objectSelector overrides the chart's webhook.objectSelector.
 	objectSelector *metav1.LabelSelector
-	// values are further chart values.
+	// values are further chart values. webhook.guard is off unless they
+	// turn it on: the suite checks the webhook's mutation against dry-run
+	// and the exported policies, which never write a status on a pod no
+	// policy changes; TestGuard runs the chart's default.
 	values map[string]any
 	// args are further serve flags.
 	args []string
@@ -113,6 +116,27 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		t.Fatal(err)
 	}
 
+	// The server runs as the chart's Deployment would: with --status-always
+	// when the values turn the guard on.
+	values := map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": false}}}
+	configOpts := chart.ConfigOptions{
+		Release:           name,
+		Namespace:         in.ownNamespace,
+		URL:               "https://127.0.0.1/mutate-v1-pod", // the port is known once the server runs
+		CABundle:          in.certs.Current().CA,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: name}},
+		ObjectSelector:    o.objectSelector,
+		Values:            chart.MergeValues(values, o.values),
+	}
+	adm, err := chart.RenderAdmission(ctx, suite.root, configOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--shutdown-delay", "200ms"}, o.args...)
+	if adm.StatusAlways {
+		args = append(args, "--status-always")
+	}
+
 	in.logPath = filepath.Join(dir, "webhook.log")
 	logFile := createLog(t, in.logPath)
 	in.webhook, err = harness.StartWebhook(ctx, harness.WebhookOptions{
@@ -124,7 +148,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		ExcludeNamespaces:  []string{in.ownNamespace},
 		// Its configuration is deleted before it stops, so nothing needs
 		// the default 5s of answering while not ready.
-		Args: append([]string{"--shutdown-delay", "200ms"}, o.args...),
+		Args: args,
 		Log:  logFile,
 	})
 	if err != nil {
@@ -136,16 +160,8 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		}
 	})
 
-	adm, err := chart.RenderAdmission(ctx, suite.root, chart.ConfigOptions{
-		Release:           name,
-		Namespace:         in.ownNamespace,
-		URL:               in.webhook.URL(),
-		CABundle:          in.certs.Current().CA,
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: name}},
-		ObjectSelector:    o.objectSelector,
-		Values:            o.values,
-	})
-	if err != nil {
+	configOpts.URL = in.webhook.URL()
+	if adm, err = chart.RenderAdmission(ctx, suite.root, configOpts); err != nil {
 		t.Fatal(err)
 	}
 	in.mwc = adm.Webhooks

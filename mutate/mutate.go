@@ -27,7 +27,7 @@ func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Resu
 	if opts.StatusAlways && !metav1.HasAnnotation(res.Pod.ObjectMeta, StatusAnnotation) {
 		res.Pod = res.Pod.DeepCopy()
 		(&status{Policies: []*statusPolicy{}}).write(res.Pod)
-		res.Changed = true
+		res.Changed, res.OnlyStatus = true, true
 	}
 	return res
 }

@@ -47,6 +47,9 @@ func TestStatusAlways(t *testing.T) {
 			if !with.Changed {
 				t.Fatal("StatusAlways: the pod is reported unchanged")
 			}
+			if with.OnlyStatus != (c.want != "") {
+				t.Errorf("OnlyStatus = %v", with.OnlyStatus)
+			}
 			want := c.want
 			if want == "" {
 				want = without.Pod.Annotations[mutate.StatusAnnotation]

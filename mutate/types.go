@@ -170,6 +170,9 @@ type Result struct {
 	Pod *corev1.Pod
 	// Changed reports whether Pod differs from the input.
 	Changed bool
+	// OnlyStatus reports that the only change is the empty status
+	// annotation of Options.StatusAlways: no policy changed the pod.
+	OnlyStatus bool
 	// PodSkipped is non-empty when the whole pod was skipped (Windows pod,
 	// excluded namespace) and says why.
 	PodSkipped string

@@ -5,6 +5,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,28 +47,38 @@ func drainNode(ctx context.Context) error {
 	if err := cordon(ctx, false); err != nil {
 		return err
 	}
-	return spreadReplicas(ctx)
+	_, err = spreadReplicas(ctx)
+	return err
 }
 
-// spreadReplicas evicts a replica until one runs on each node (the chart's
-// topology spread places the replacement on the emptier node).
-func spreadReplicas(ctx context.Context) error {
+// spreadReplicas evicts a replica from the fullest node until each node
+// runs one at least (the chart's topology spread places the replacement on
+// the emptier node), and returns the ready replicas per node.
+func spreadReplicas(ctx context.Context) (map[string]int, error) {
 	for range 3 {
 		pods, err := replicaPods(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if pods[0].Spec.NodeName != pods[1].Spec.NodeName {
-			return nil
+		on := map[string]int{}
+		var fullest *corev1.Pod
+		for i, p := range pods {
+			on[p.Spec.NodeName]++
+			if fullest == nil || on[p.Spec.NodeName] > on[fullest.Spec.NodeName] {
+				fullest = &pods[i]
+			}
 		}
-		if err := evictRetrying(ctx, releaseNS, pods[0].Name); err != nil {
-			return err
+		if on["node"] > 0 && on[lostNode] > 0 {
+			return on, nil
 		}
-		if err := waitReplaced(ctx, pods[0].Name); err != nil {
-			return err
+		if err := evictRetrying(ctx, releaseNS, fullest.Name); err != nil {
+			return nil, err
+		}
+		if err := waitReplaced(ctx, fullest.Name); err != nil {
+			return nil, err
 		}
 	}
-	return fmt.Errorf("the replicas stay on one node after three evictions")
+	return nil, fmt.Errorf("the replicas stay on one node after three evictions")
 }
 
 func cordon(ctx context.Context, on bool) error {
@@ -116,9 +128,23 @@ func waitReplicasOn(ctx context.Context, want map[string]int) error {
 // it back on and waits until it is Ready and both replicas serve again. It
 // reports when the node went NotReady and the endpoint went away.
 func powerLoss(ctx context.Context) error {
-	if err := waitReplicasOn(ctx, map[string]int{"node": 1, lostNode: 1}); err != nil {
+	// Fresh replicas, so that the API server's connections are dialled
+	// while every replica serves, as after an install: after an earlier
+	// power loss it holds none to the replica that was lost, and the next
+	// loss of that replica would cost nothing.
+	if err := restartReplicas(ctx); err != nil {
 		return err
 	}
+	on, err := spreadReplicas(ctx)
+	if err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	held, err := heldConnections(ctx)
+	if err != nil {
+		return err
+	}
+	serving := on["node"]
 	start := time.Now()
 	if err := suite.cluster.PowerOff(); err != nil {
 		return err
@@ -130,11 +156,12 @@ func powerLoss(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s never went NotReady: %w", lostNode, err)
 	}
-	gone, err := waitFor(ctx, 3*time.Minute, func() bool { return readyEndpoints(ctx) == 1 })
+	gone, err := waitFor(ctx, 3*time.Minute, func() bool { return readyEndpoints(ctx) == serving })
 	if err != nil {
 		return fmt.Errorf("the lost replica never left the endpoints: %w", err)
 	}
-	suite.nodeLoss = append(suite.nodeLoss, fmt.Sprintf("NotReady after %s, its replica out of the endpoints after %s", notReady.Sub(start).Round(time.Second), gone.Sub(start).Round(time.Second)))
+	suite.nodeLoss = append(suite.nodeLoss, fmt.Sprintf("the API server held %d connections to the lost node's replicas and %d to the others; NotReady after %s, its replica out of the endpoints after %s",
+		held[lostNode], held["node"], notReady.Sub(start).Round(time.Second), gone.Sub(start).Round(time.Second)))
 	time.Sleep(10 * time.Second)
 	if err := suite.cluster.PowerOn(); err != nil {
 		return err
@@ -145,7 +172,49 @@ func powerLoss(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%s not Ready again: %w", lostNode, err)
 	}
-	return waitReplicasOn(ctx, map[string]int{"node": 1, lostNode: 1})
+	return waitReplicasOn(ctx, on)
+}
+
+// restartReplicas replaces every replica, as kubectl rollout restart does,
+// and waits for the rollout.
+func restartReplicas(ctx context.Context) error {
+	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	if _, err := suite.cs.AppsV1().Deployments(releaseNS).Patch(ctx, fullname, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	return waitRollout(ctx)
+}
+
+// heldConnections counts the API server's established connections to the
+// webhook's Service per node of the replica they reach, from the
+// conntrack table of the cluster's network namespace (the API server and
+// kube-proxy's NAT live there).
+func heldConnections(ctx context.Context) (map[string]int, error) {
+	svc, err := suite.cs.CoreV1().Services(releaseNS).Get(ctx, fullname, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := replicaPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodeOf := map[string]string{}
+	for _, p := range pods {
+		nodeOf[p.Status.PodIP] = p.Spec.NodeName
+	}
+	out, err := exec.CommandContext(ctx, "conntrack", "-L", "-p", "tcp", "--orig-dst", svc.Spec.ClusterIP, "--orig-port-dst", "443", "--state", "ESTABLISHED").Output()
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: %w", err)
+	}
+	held := map[string]int{}
+	for line := range strings.Lines(string(out)) {
+		// The reply tuple's source is the replica: the second src=.
+		if f := strings.Split(line, " src="); len(f) >= 3 {
+			ip, _, _ := strings.Cut(f[2], " ")
+			held[nodeOf[ip]]++
+		}
+	}
+	return held, nil
 }
 
 // waitFor polls cond every 200 ms and returns when it first held.
@@ -205,18 +274,34 @@ func aggregatorRouting(on bool) func(ctx context.Context) error {
 	}
 }
 
-// webhookTimeout sets the chart's webhook.timeoutSeconds with helm upgrade
-// (0: the chart's default), which changes the webhook configuration only,
-// and waits until the webhook answers again.
-func webhookTimeout(seconds int) func(ctx context.Context) error {
+// withValues upgrades the release with more values over the install's
+// (nil: back to them), waits until the rollout, if any, is done and the
+// replicas are spread over both nodes, and the webhook answers.
+func withValues(more map[string]any) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		var more map[string]any
-		if seconds > 0 {
-			more = map[string]any{"webhook": map[string]any{"timeoutSeconds": seconds}}
-		}
 		if _, err := upgrade(ctx, more); err != nil {
+			return err
+		}
+		if err := waitRollout(ctx); err != nil {
+			return err
+		}
+		if _, err := spreadReplicas(ctx); err != nil {
 			return err
 		}
 		return harness.WaitMutating(ctx, suite.cs, loadPod("probe"), true)
 	}
+}
+
+// noGuard is webhook values with webhook.guard off, and kv more.
+func noGuard(kv ...any) map[string]any {
+	w := map[string]any{"guard": map[string]any{"enabled": false}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		w[kv[i].(string)] = kv[i+1]
+	}
+	return w
+}
+
+// webhookValues is withValues of webhook.* values.
+func webhookValues(w map[string]any) func(ctx context.Context) error {
+	return withValues(map[string]any{"webhook": w})
 }

@@ -159,7 +159,7 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		}, kv...)...)
 	}
 
-	if res.PodSkipped != "" {
+	if res.PodSkipped != "" && !res.Changed {
 		decision(OutcomeSkipped, "reason", res.PodSkipped)
 		return cradmission.Allowed(res.PodSkipped).WithWarnings(warnings...), OutcomeSkipped
 	}
@@ -184,9 +184,21 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		decision(OutcomeUnchanged, "reason", reason)
 		return cradmission.Allowed(reason).WithWarnings(warnings...), OutcomeUnchanged
 	}
+	pt := admissionv1.PatchTypeJSONPatch
+	if res.OnlyStatus {
+		// No policy changed it; the patch is --status-always's empty
+		// status annotation only.
+		outcome, reason := OutcomeUnchanged, unchangedReason(res)
+		if res.PodSkipped != "" {
+			outcome, reason = OutcomeSkipped, res.PodSkipped
+		}
+		decision(outcome, "reason", reason)
+		resp := cradmission.Allowed(reason)
+		resp.Patch, resp.PatchType = patch, &pt
+		return resp.WithWarnings(warnings...), outcome
+	}
 	decision(OutcomeMutated, "patchBytes", len(patch))
 	resp := cradmission.Allowed("mutated by " + strings.Join(matchedPolicies(res), ", "))
-	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
 	return resp.WithWarnings(warnings...), OutcomeMutated
 }

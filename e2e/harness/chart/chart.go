@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -72,6 +73,9 @@ type Admission struct {
 	// Guard and GuardBinding are webhook.guard's, nil when it is off.
 	Guard        *admissionregistrationv1.ValidatingAdmissionPolicy
 	GuardBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// StatusAlways is whether the chart's Deployment runs the server with
+	// --status-always (the guard needs it).
+	StatusAlways bool
 }
 
 // RenderAdmission is RenderWebhookConfiguration with the guard's
@@ -106,7 +110,7 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 			"existingSecret": map[string]any{"secretName": o.Release + "-local-tls"},
 		},
 	}
-	vals = mergeValues(vals, o.Values)
+	vals = MergeValues(vals, o.Values)
 
 	manifest, err := RenderManifest(ctx, root, o.Release, o.Namespace, vals)
 	if err != nil {
@@ -138,6 +142,25 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 		case "ValidatingAdmissionPolicyBinding":
 			a.GuardBinding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 			into = a.GuardBinding
+		case "Deployment":
+			var d struct {
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Args []string `json:"args"`
+							} `json:"containers"`
+						} `json:"spec"`
+					} `json:"template"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return nil, err
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				a.StatusAlways = a.StatusAlways || slices.Contains(c.Args, "--status-always=true")
+			}
+			continue
 		default:
 			continue
 		}
@@ -218,12 +241,13 @@ func selectorValue(s *metav1.LabelSelector) (map[string]any, error) {
 	return m, nil
 }
 
-// mergeValues merges src into dst, maps recursively.
-func mergeValues(dst, src map[string]any) map[string]any {
+// MergeValues merges src into dst as Helm merges values files (maps key by
+// key, anything else replaced) and returns dst.
+func MergeValues(dst, src map[string]any) map[string]any {
 	for k, v := range src {
 		if sm, ok := v.(map[string]any); ok {
 			if dm, ok := dst[k].(map[string]any); ok {
-				dst[k] = mergeValues(dm, sm)
+				dst[k] = MergeValues(dm, sm)
 				continue
 			}
 		}

@@ -147,6 +147,8 @@ func (p *process) resetPeak() error {
 // webhookProcess says how to run `sandbox-webhook serve`.
 type webhookProcess struct {
 	binary, kubeconfig, certDir, policyDir, logDir string
+	// cpus, when set, is the taskset -c CPU list the server runs on.
+	cpus string
 }
 
 func (w webhookProcess) args(port, health, metrics int) []string {
@@ -199,7 +201,11 @@ func (w webhookProcess) run(ctx context.Context, name string, poll time.Duration
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	start := time.Now()
-	p, err := startProcess(w.binary, w.args(ports[0], ports[1], ports[2]), logPath)
+	name, args := w.binary, w.args(ports[0], ports[1], ports[2])
+	if w.cpus != "" {
+		name, args = "taskset", append([]string{"-c", w.cpus, name}, args...)
+	}
+	p, err := startProcess(name, args, logPath)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -35,6 +35,10 @@ type options struct {
 	pod         string
 	policies    int
 	startupRuns int
+	// rates, when set, are open-loop rates offered to the webhook alone
+	// instead of the concurrency levels (writeRates).
+	rates      []int
+	serverCPUs string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -50,8 +54,19 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.pod, "pod", "typical", "benchmark pod: typical, large or non-matching")
 	fs.IntVar(&o.policies, "policies", 1, "policies loaded (the seed policy plus non-matching ones)")
 	fs.IntVar(&o.startupRuns, "startup-runs", 5, "times the webhook is started to measure start-to-ready")
+	rates := fs.String("rates", "", "comma-separated open-loop rates (req/s) offered to the webhook alone, to find the highest one held at p99 < 100 ms; replaces the concurrency levels")
+	fs.StringVar(&o.serverCPUs, "server-cpus", "", "run the webhook under taskset -c with this CPU list (e.g. 0), so that it gets those cores only")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *rates != "" {
+		for _, s := range strings.Split(*rates, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 || n > 20000 {
+				return nil, fmt.Errorf("--rates: %q is not a number between 1 and 20000", s)
+			}
+			o.rates = append(o.rates, n)
+		}
 	}
 	for _, s := range strings.Split(*conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -144,7 +159,7 @@ func run(ctx context.Context, args []string) error {
 	if err := benchdata.WritePolicies(policyDir, o.policies); err != nil {
 		return err
 	}
-	wh := webhookProcess{binary: binary, kubeconfig: kubeconfig, certDir: certDir, policyDir: policyDir, logDir: tmp}
+	wh := webhookProcess{binary: binary, kubeconfig: kubeconfig, certDir: certDir, policyDir: policyDir, logDir: tmp, cpus: o.serverCPUs}
 
 	rep := &report{opts: o, reviewBytes: len(body), started: time.Now().UTC()}
 	logf("measuring start-to-ready %d times", o.startupRuns)
@@ -184,6 +199,20 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if len(o.rates) > 0 {
+		var levels []*rateLevel
+		for _, r := range o.rates {
+			logf("webhook at %d req/s", r)
+			l, err := offer(ctx, targets[2], r, body, roots, o)
+			if err != nil {
+				return err
+			}
+			levels = append(levels, l)
+		}
+		var buf bytes.Buffer
+		writeRates(&buf, o, levels)
+		return writeOut(o, &buf)
+	}
 	for _, c := range o.concurrency {
 		for _, t := range targets {
 			if err := ctx.Err(); err != nil {
@@ -206,6 +235,11 @@ func run(ctx context.Context, args []string) error {
 
 	var buf bytes.Buffer
 	rep.write(&buf)
+	return writeOut(o, &buf)
+}
+
+// writeOut writes the report to o.out, if set, and to stdout.
+func writeOut(o *options, buf *bytes.Buffer) error {
 	if o.out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return err
@@ -214,7 +248,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	_, err = io.Copy(os.Stdout, &buf)
+	_, err := io.Copy(os.Stdout, buf)
 	return err
 }
 
