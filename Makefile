@@ -31,9 +31,10 @@ tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's ol
 # minor with a module e2e/tools/k8s-1.NN, and the newest with pod-level
 # resources switched off, run the tests whose outcome depends on the apiserver.
 # Older minors from MAP_MINOR on (MutatingAdmissionPolicy v1, GA in 1.36) also
-# prove the exported MAP equals the webhook.
-MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels)$$
-MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence)$$
+# prove the exported MAP equals the webhook. TestGuard: the guard rests on how
+# each apiserver evaluates match conditions and reinvokes a webhook that failed open.
+MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestGuard)$$
+MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence|TestGuard)$$
 MAP_MINOR     := 36
 MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
 # 1.37 adds two gates that depend on PodLevelResources and refuse to start

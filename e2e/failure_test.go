@@ -27,6 +27,14 @@ func TestWebhookDown(t *testing.T) {
 		t.Fatalf("the chart's default failurePolicy is %v, want Fail", got)
 	}
 
+	webhookDown(t, in, ns, "failed calling webhook", in.mwc.Webhooks[0].Name, "connection refused")
+}
+
+// webhookDown stops in's webhook: a sandbox pod is refused with an error
+// that says each of want, and a pod the configuration does not select is
+// created unchanged; once the webhook is back, sandbox pods are mutated.
+func webhookDown(t *testing.T, in *instance, ns string, want ...string) {
+	t.Helper()
 	if err := in.webhook.Stop(); err != nil {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
@@ -35,9 +43,9 @@ func TestWebhookDown(t *testing.T) {
 	if err == nil {
 		t.Fatal("a sandbox pod was created while the webhook was down")
 	}
-	for _, want := range []string{"failed calling webhook", in.mwc.Webhooks[0].Name, "connection refused"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the rejection %q does not say %q", err, want)
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the rejection %q does not say %q", err, w)
 		}
 	}
 

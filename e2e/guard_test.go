@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -84,27 +83,5 @@ func TestGuard(t *testing.T) {
 	}
 	in.install(t, in.mwc)
 
-	if err := in.webhook.Stop(); err != nil {
-		t.Fatalf("stopping the webhook: %v", err)
-	}
-	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "while-down"), metav1.CreateOptions{})
-	if err == nil {
-		t.Fatal("a sandbox pod was created while no entry answered")
-	}
-	for _, want := range []string{"ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the refusal %q does not say %q", err, want)
-		}
-	}
-	got = createPod(t, plainPod(ns, "plain-while-down"))
-	if p := untouchedProblems(got); len(p) > 0 {
-		t.Errorf("non-sandbox pod:%s", joinProblems(p))
-	}
-
-	if err := in.webhook.Start(t.Context()); err != nil {
-		t.Fatalf("restarting the webhook: %v", err)
-	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
-		t.Fatal(err)
-	}
+	webhookDown(t, in, ns, "ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook")
 }

@@ -127,7 +127,7 @@ func (l *load) create(cs kubernetes.Interface, ns string) {
 	switch {
 	case err != nil:
 		l.failed++
-		l.errors[shorten(err.Error())]++
+		l.errors[shorten(loadPodName.ReplaceAllString(err.Error(), `"load-…"`))]++
 	case !mutated(p):
 		l.unmutated++
 	}
@@ -142,6 +142,10 @@ func mutated(p *corev1.Pod) bool {
 	}
 	return slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "uv-cache" && v.EmptyDir != nil })
 }
+
+// loadPodName matches a load pod's generated name in an error, so that the
+// same error for different pods is counted as one.
+var loadPodName = regexp.MustCompile(`"load-[a-z0-9]+"`)
 
 func shorten(s string) string {
 	if len(s) > 320 {

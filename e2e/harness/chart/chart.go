@@ -56,13 +56,19 @@ type ConfigOptions struct {
 }
 
 // RenderWebhookConfiguration renders the chart at root/Dir with the Helm
-// SDK, as `helm template` would, and returns its MutatingWebhookConfiguration.
-// The chart's certificates are not used: the process has its own
-// (certificates.mode=existingSecret with the given caBundle).
+// SDK, as `helm template` would, and returns its MutatingWebhookConfiguration,
+// with webhook.guard off: its entries fail open and are safe only with the
+// guard's policy installed too (RenderAdmission). The chart's certificates
+// are not used: the process has its own (certificates.mode=existingSecret
+// with the given caBundle).
 func RenderWebhookConfiguration(ctx context.Context, root string, o ConfigOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	o.Values = MergeValues(map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": false}}}, o.Values)
 	a, err := RenderAdmission(ctx, root, o)
 	if err != nil {
 		return nil, err
+	}
+	if a.Guard != nil {
+		return nil, errors.New("webhook.guard is on: its policy must be installed with the configuration (RenderAdmission)")
 	}
 	return a.Webhooks, nil
 }

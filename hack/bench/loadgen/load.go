@@ -206,12 +206,9 @@ func drive(ctx context.Context, t *target, c int, body []byte, roots *x509.CertP
 	deadline = start.Add(o.duration)
 	close(begin)
 	wg.Wait()
-	l.elapsed = time.Since(start)
-	cpu1, err := t.proc.cpu()
-	if err != nil {
+	if l.elapsed, l.cpu, err = t.proc.since(start, cpu0); err != nil {
 		return nil, err
 	}
-	l.cpu = cpu1 - cpu0
 	l.conns = dials.Load()
 	slices.Sort(l.latencies)
 	hwm, err := t.proc.status("VmHWM")

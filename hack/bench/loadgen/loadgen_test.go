@@ -83,3 +83,29 @@ func TestNoHelm(t *testing.T) {
 		}
 	}
 }
+
+// TestRatesCeiling: a rate is held only with p99 under 100 ms and no error,
+// and the report names the highest rate held, not the last one.
+func TestRatesCeiling(t *testing.T) {
+	lvl := func(rate int, p99 time.Duration, errs int) *rateLevel {
+		l := &rateLevel{rate: rate, sent: rate, elapsed: time.Second, errors: errs}
+		for i := range rate {
+			d := time.Millisecond
+			if i >= rate*98/100 { // the slowest 2%: the p99
+				d = p99
+			}
+			l.latencies = append(l.latencies, d)
+		}
+		return l
+	}
+	var b strings.Builder
+	writeRates(&b, &options{duration: time.Second}, []*rateLevel{
+		lvl(100, 5*time.Millisecond, 0), lvl(200, 99*time.Millisecond, 0), lvl(300, 100*time.Millisecond, 0), lvl(400, 5*time.Millisecond, 1),
+	})
+	if !strings.Contains(b.String(), "Highest rate held: **200 req/s**") {
+		t.Errorf("report:\n%s", b.String())
+	}
+	if _, err := parseFlags([]string{"--rates", "100,0"}); err == nil {
+		t.Error("--rates 100,0 accepted")
+	}
+}

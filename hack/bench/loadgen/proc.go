@@ -62,6 +62,14 @@ func (p *process) exited() bool {
 	}
 }
 
+// since returns the time since start and the process's CPU time since it
+// read cpu0.
+func (p *process) since(start time.Time, cpu0 time.Duration) (elapsed, cpu time.Duration, err error) {
+	elapsed = time.Since(start)
+	cpu1, err := p.cpu()
+	return elapsed, cpu1 - cpu0, err
+}
+
 // stop sends SIGTERM and waits (SIGKILL after 20s).
 func (p *process) stop() {
 	if p.exited() {

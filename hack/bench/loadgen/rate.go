@@ -89,12 +89,9 @@ func offer(ctx context.Context, t *target, rate int, body []byte, roots *x509.Ce
 		l.sent++
 	}
 	wg.Wait()
-	l.elapsed = time.Since(start)
-	cpu1, err := t.proc.cpu()
-	if err != nil {
+	if l.elapsed, l.cpu, err = t.proc.since(start, cpu0); err != nil {
 		return nil, err
 	}
-	l.cpu = cpu1 - cpu0
 	l.conns = dials.Load()
 	slices.Sort(l.latencies)
 	return l, nil
