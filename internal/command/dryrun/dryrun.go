@@ -37,6 +37,7 @@ type dryRunOptions struct {
 	output          string
 	predict         bool
 	mapCompare      bool
+	statusAlways    bool
 	kubeVersion     string
 	featureGates    string
 }
@@ -113,6 +114,7 @@ error; 2 bad flags or arguments; 3 --predict predicts a rejection.`,
 	f.SetOutput(streams.ErrOut)
 	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version of the target apiserver (1.33, v1.33.13): memory.level auto follows it, and --predict predicts what it stores (before 1.34 no pod-level resources)")
 	f.StringVar(&o.featureGates, "feature-gates", "", "the target apiserver's PodLevelResources=true|false and ImageVolume=true|false, when not its version's default")
+	f.BoolVar(&o.statusAlways, "status-always", false, "as serve --status-always (the chart's webhook.guard, on by default): the status annotation on every pod, also one no policy changes")
 	f.BoolVar(&o.mapCompare, "map", false, "also run the policies as export-map's MutatingAdmissionPolicies and report their result next to the webhook's")
 	return cmd
 }
@@ -166,7 +168,7 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 	p := &pipeline{
 		o:                 o,
 		set:               set,
-		opts:              mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.PodLevel, ImageVolumes: target.ImageVolumes},
+		opts:              mutate.Options{LeakMitigation: o.leakMitigation, PodLevelResources: target.PodLevel, ImageVolumes: target.ImageVolumes, StatusAlways: o.statusAlways},
 		target:            target,
 		namespaces:        namespaces,
 		extraLabels:       extraLabels,
