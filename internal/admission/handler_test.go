@@ -556,3 +556,42 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return raw
 }
+
+// TestStatusAlwaysOutcomes: with --status-always (the chart's guard) a pod
+// no policy changes is answered with a patch that adds only the empty
+// status annotation, and counted as what it is, unchanged or skipped, not
+// mutated; a mutated pod is answered as without the flag.
+func TestStatusAlwaysOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		pod     string
+		outcome Outcome
+		message string
+	}{
+		{pod: "basic", outcome: OutcomeMutated, message: "mutated by sandbox-seed"},
+		{pod: "opted-out", outcome: OutcomeUnchanged, message: "no enforced policy matches the pod"},
+		{pod: "windows", outcome: OutcomeSkipped, message: "Windows"},
+	} {
+		t.Run(tc.pod, func(t *testing.T) {
+			f := newFixture(t, memoryPolicies(t), mutate.Options{StatusAlways: true})
+			req, raw := create("sandboxes", podJSON(t, tc.pod))
+			resp := f.admit(t, req)
+			if !resp.Allowed || len(resp.Patch) == 0 || !strings.Contains(resp.Result.Message, tc.message) {
+				t.Fatalf("allowed=%v message=%q patch %s; want allowed with a patch, %q", resp.Allowed, resp.Result.Message, resp.Patch, tc.message)
+			}
+			if got := testutil.ToFloat64(f.handler.metrics.requests.WithLabelValues(string(tc.outcome))); got != 1 {
+				t.Errorf("sandbox_webhook_admission_requests_total{outcome=%q} = %v, want 1", tc.outcome, got)
+			}
+			pod := decodePod(t, applyPatch(t, raw, resp.AdmissionResponse))
+			status := pod.Annotations[mutate.StatusAnnotation]
+			if tc.outcome == OutcomeMutated {
+				if status == "" || status == `{"policies":[]}` {
+					t.Errorf("mutated pod's status %q", status)
+				}
+				return
+			}
+			if status != `{"policies":[]}` || len(pod.Annotations) != 1 {
+				t.Errorf("annotations %v, want only the empty status", pod.Annotations)
+			}
+		})
+	}
+}
