@@ -32,6 +32,8 @@ func Pod(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Resu
 	return res
 }
 
+// apply is Pod before its warnings are formatted for the client and
+// before StatusAlways.
 func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Result) {
 	res.Pod = pod
 	if reason := skipPod(pod, ns, opts); reason != "" {
