@@ -44,7 +44,10 @@ var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
 //     JSONPatch sandbox-webhook makes of the burst's pod (floor --patch):
 //     the cost of calling any webhook that makes this change, which adds
 //     the apiserver's work of applying the patch and storing a larger pod;
-//   - none: selected by no webhook.
+//   - none: selected by no webhook;
+//   - guard: a second sandbox-webhook with the chart's webhook.guard (two
+//     pods entries, the retry's match condition and the
+//     ValidatingAdmissionPolicy the API server evaluates for every create).
 //
 // Each round creates a warm-up burst and then the measured burst in each
 // namespace, the order rotating from round to round. Every pod must be
@@ -56,9 +59,13 @@ var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
 // (default _output/bench/e2e-burst.md). Timing is reported, never asserted.
 func TestBurstBench(t *testing.T) {
 	const scope = "benchburst"
-	webhookNS, floorNS, patchFloorNS, noneNS := scope+"-webhook", scope+"-floor", scope+"-patchfloor", scope+"-none"
+	webhookNS, floorNS, patchFloorNS, noneNS, guardNS := scope+"-webhook", scope+"-floor", scope+"-patchfloor", scope+"-none", scope+"-guarded"
 	in := newInstance(t, scope, instanceOptions{
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: webhookNS}}},
+	})
+	guarded := newInstance(t, scope+"-guard", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: guardNS}}},
+		values:     map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": true}}},
 	})
 	ctx := t.Context()
 	ensureNamespace(t, noneNS, nil)
@@ -83,6 +90,7 @@ func TestBurstBench(t *testing.T) {
 	}
 	apiserverPID := benchFindPID(t, filepath.Join(suite.root, "bin", "kube-apiserver"), "--secure-port="+host.Port())
 	webhookPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(in.webhook.Port))
+	guardPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(guarded.webhook.Port))
 	webhookPod = benchComparable(createPod(t, sandboxPod(webhookNS, "reference")))
 
 	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
@@ -97,6 +105,7 @@ func TestBurstBench(t *testing.T) {
 		{"floor", floorNS, floorName, untouchedProblems},
 		{"patch-floor", patchFloorNS, patchFloorName, samePod},
 		{"none", noneNS, "", untouchedProblems},
+		{"guard", guardNS, guarded.mwc.Webhooks[0].Name, func(p *corev1.Pod) []string { return seedProblems(p, corev1.StorageMediumMemory) }},
 	}
 
 	var report strings.Builder
@@ -115,7 +124,7 @@ func TestBurstBench(t *testing.T) {
 		callSum, callN := map[string]float64{}, map[string]float64{}
 		var handlerSum, handlerN float64
 		apiCPU, ownCPU := map[string]time.Duration{}, map[string]time.Duration{}
-		ownPID := map[string]int{"webhook": webhookPID, "floor": floorPID, "patch-floor": patchFloorPID}
+		ownPID := map[string]int{"webhook": webhookPID, "floor": floorPID, "patch-floor": patchFloorPID, "guard": guardPID}
 		for round := range b.rounds {
 			for i := range configs {
 				c := configs[(i+round)%len(configs)]
@@ -169,8 +178,10 @@ func TestBurstBench(t *testing.T) {
 				len(l), errs[c.name], benchMS(quantile(l, .5)), benchMS(quantile(l, .9)), benchMS(quantile(l, .99)), benchMS(quantile(l, 1)),
 				float64(apiCPU[c.name].Microseconds())/n, own, call)
 		}
-		fmt.Fprintf(&report, "\nwebhook p99 / floor p99: %s; webhook p99 / patch-floor p99: %s; patch-floor p99 / none p99: %s. "+
+		fmt.Fprintf(&report, "\nguard p50 / webhook p50: %s, guard p99 / webhook p99: %s. "+
+			"webhook p99 / floor p99: %s; webhook p99 / patch-floor p99: %s; patch-floor p99 / none p99: %s. "+
 			"The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
+			benchRatio(quantile(lat["guard"], .5), quantile(lat["webhook"], .5)), benchRatio(quantile(lat["guard"], .99), quantile(lat["webhook"], .99)),
 			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)),
 			benchRatio(quantile(lat["webhook"], .99), quantile(lat["patch-floor"], .99)),
 			benchRatio(quantile(lat["patch-floor"], .99), quantile(lat["none"], .99)),
