@@ -292,14 +292,8 @@ func withValues(more map[string]any) func(ctx context.Context) error {
 	}
 }
 
-// noGuard is webhook values with webhook.guard off, and kv more.
-func noGuard(kv ...any) map[string]any {
-	w := map[string]any{"guard": map[string]any{"enabled": false}}
-	for i := 0; i+1 < len(kv); i += 2 {
-		w[kv[i].(string)] = kv[i+1]
-	}
-	return w
-}
+// guardOff is the webhook.guard value that turns it off.
+var guardOff = map[string]any{"enabled": false}
 
 // webhookValues is withValues of webhook.* values.
 func webhookValues(w map[string]any) func(ctx context.Context) error {

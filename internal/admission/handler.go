@@ -159,7 +159,7 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		}, kv...)...)
 	}
 
-	if res.PodSkipped != "" && !res.Changed {
+	if res.PodSkipped != "" && !res.OnlyStatus {
 		decision(OutcomeSkipped, "reason", res.PodSkipped)
 		return cradmission.Allowed(res.PodSkipped).WithWarnings(warnings...), OutcomeSkipped
 	}

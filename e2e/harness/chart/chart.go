@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -123,6 +124,7 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 		return nil, err
 	}
 	var a Admission
+	var deployment appsv1.Deployment
 	var mwcs int
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	for {
@@ -149,24 +151,7 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 			a.GuardBinding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 			into = a.GuardBinding
 		case "Deployment":
-			var d struct {
-				Spec struct {
-					Template struct {
-						Spec struct {
-							Containers []struct {
-								Args []string `json:"args"`
-							} `json:"containers"`
-						} `json:"spec"`
-					} `json:"template"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(raw, &d); err != nil {
-				return nil, err
-			}
-			for _, c := range d.Spec.Template.Spec.Containers {
-				a.StatusAlways = a.StatusAlways || slices.Contains(c.Args, "--status-always=true")
-			}
-			continue
+			into = &deployment
 		default:
 			continue
 		}
@@ -176,6 +161,9 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 	}
 	if mwcs != 1 {
 		return nil, fmt.Errorf("the chart rendered %d MutatingWebhookConfigurations, want 1", mwcs)
+	}
+	for _, c := range deployment.Spec.Template.Spec.Containers {
+		a.StatusAlways = a.StatusAlways || slices.Contains(c.Args, "--status-always=true")
 	}
 	return &a, nil
 }
