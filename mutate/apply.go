@@ -498,6 +498,13 @@ func (r *foreignRef) how() string {
 		out = append(out, "writable")
 	}
 	out = append(out, fmt.Sprintf("at %q", m.MountPath))
+	return strings.Join(append(out, PartialMount(m)...), " ")
+}
+
+// PartialMount lists what makes m other than a mount of the whole volume
+// without propagation: a subPath, a subPathExpr, a mountPropagation other
+// than None.
+func PartialMount(m *corev1.VolumeMount) (out []string) {
 	if m.SubPath != "" {
 		out = append(out, "with a subPath")
 	}
@@ -507,7 +514,7 @@ func (r *foreignRef) how() string {
 	if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
 		out = append(out, "with mountPropagation "+string(*m.MountPropagation))
 	}
-	return strings.Join(out, " ")
+	return out
 }
 
 // mountNear returns the container's mount at mountPath (at is true), else

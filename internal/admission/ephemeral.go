@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // ephemeralHostPathProblems says how the ephemeral containers a
@@ -53,18 +55,9 @@ func ephemeralHostPathProblems(pod, old *corev1.Pod) []string {
 			if !hostPath[m.Name] {
 				continue
 			}
-			var wrong []string
+			wrong := mutate.PartialMount(m)
 			if !m.ReadOnly {
-				wrong = append(wrong, "not readOnly")
-			}
-			if m.SubPath != "" {
-				wrong = append(wrong, "with a subPath")
-			}
-			if m.SubPathExpr != "" {
-				wrong = append(wrong, "with a subPathExpr")
-			}
-			if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
-				wrong = append(wrong, "with mountPropagation "+string(*m.MountPropagation))
+				wrong = append([]string{"not readOnly"}, wrong...)
 			}
 			if len(wrong) > 0 {
 				out = append(out, fmt.Sprintf("spec.ephemeralContainers[%d].volumeMounts[%d]: ephemeral container %q mounts hostPath volume %q %s",
