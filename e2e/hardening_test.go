@@ -113,12 +113,12 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		want string // in every answer
 	}{
 		{"1,040,000 empty status.containerStatuses", reviewOf(t, ns, admissionv1.Create, "",
-			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 1_040_000)+`]`), nil), "allowed=true"},
+			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 1_040_000)+`]`), nil), "HTTP 413"},
 		{"1,040,000 empty status.conditions", reviewOf(t, ns, admissionv1.Create, "",
-			podWith(ns, "", "", "", `"conditions":[`+repeated("{}", 1_040_000)+`]`), nil), "allowed=true"},
+			podWith(ns, "", "", "", `"conditions":[`+repeated("{}", 1_040_000)+`]`), nil), "HTTP 413"},
 		{"pods/ephemeralcontainers update, 520,000 empty statuses in each pod", reviewOf(t, ns, admissionv1.Update, "ephemeralcontainers",
 			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 520_000)+`]`),
-			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 520_000)+`]`)), "allowed=true"},
+			podWith(ns, "", "", "", `"containerStatuses":[`+repeated("{}", 520_000)+`]`)), "HTTP 413"},
 		{"100,000 empty topologySpreadConstraints", reviewOf(t, ns, admissionv1.Create, "",
 			podWith(ns, "", "", `"topologySpreadConstraints":[`+repeated("{}", 100_000)+`]`, ""), nil), "HTTP 413"},
 		{"one 3.1 MB annotation", reviewOf(t, ns, admissionv1.Create, "",

@@ -121,6 +121,9 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
 	}
+	if excess := beyondCaps(pod); excess != "" {
+		return errored(log, http.StatusUnprocessableEntity, errors.New(excess))
+	}
 
 	cfg := h.config.Load()
 	if cfg == nil {
@@ -265,6 +268,9 @@ func (h *Handler) handleEphemeral(log logr.Logger, req cradmission.Request) (cra
 		if old, err = h.decodePod(req.OldObject); err != nil {
 			return errored(log, http.StatusBadRequest, fmt.Errorf("the old object: %w", err))
 		}
+	}
+	if excess := beyondCaps(pod, old); excess != "" {
+		return errored(log, http.StatusUnprocessableEntity, errors.New(excess))
 	}
 	if problems := ephemeralHostPathProblems(pod, old); len(problems) > 0 {
 		// The reason names containers and volumes: it goes to the client,

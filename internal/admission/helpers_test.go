@@ -86,8 +86,7 @@ func (f *fixture) admit(t testing.TB, req cradmission.Request) cradmission.Respo
 }
 
 // serve stands in for the server's guard: it reads the body, counts it,
-// refuses a pod beyond the caps and strips the statuses, and hands the rest
-// to h's webhook.
+// refuses one that is not a JSON object, and hands the rest to h's webhook.
 func serve(h *Handler) http.Handler {
 	webhook := h.Webhook()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -97,17 +96,12 @@ func serve(h *Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		work := CountWork(body)
-		if code, reason := work.Refusal(); code != 0 {
+		if CountWork(body).NotObject {
 			h.metrics.ObserveRequest(OutcomeError, 0)
-			Refuse(w, work.UID, code, reason)
+			Refuse(w, http.StatusBadRequest, NotObjectReason)
 			return
 		}
-		if body = work.StripStatus(body); len(body) == 0 {
-			r.Body = http.NoBody
-		} else {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		webhook.ServeHTTP(w, r)
 	})
 }

@@ -20,10 +20,10 @@ import (
 // the namespace cache is missing, the request body limit
 // (--max-request-bytes, 413), room for the body in the request budget before
 // it is read (503 when there is none within budgetWait) and a read deadline
-// sized to the body; then, before anything of it is decoded, the pod's
-// parts are counted (admission.CountWork): a pod beyond the caps is refused
-// with an errored review (422), and room for processing the others is
-// taken from the budget (413 when the whole budget would not do).
+// sized to the body; then, before anything of it is decoded, its values are
+// counted (admission.CountWork): a body that is not a JSON object is
+// refused with an errored review (400), and room for processing the others
+// is taken from the budget (413 when the whole budget would not do).
 //
 // The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
 // server treats them as a failed call, and the webhook's failurePolicy
@@ -75,15 +75,12 @@ func (s *server) guard(next http.Handler) http.Handler {
 			return
 		}
 		// What decoding, mutating and patching the pod will hold, beyond
-		// the body, before any of it is decoded. The statuses, which
-		// nothing reads, are not counted and go before anything decodes
-		// them.
+		// the body, before any of it is decoded.
 		work := admission.CountWork(body)
-		body = work.StripStatus(body)
-		if code, reason := work.Refusal(); code != 0 {
+		if work.NotObject {
 			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
-			s.log.Info("Refused an admission request unprocessed", "uid", work.UID, "code", code, "reason", reason, "work", work.String())
-			admission.Refuse(w, work.UID, code, reason)
+			s.log.Info("Refused an admission request unprocessed", "reason", admission.NotObjectReason, "bytes", len(body))
+			admission.Refuse(w, http.StatusBadRequest, admission.NotObjectReason)
 			return
 		}
 		extra := work.PartsCost()
@@ -99,10 +96,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 			return
 		}
 		defer releaseMore()
-		r.Body, r.ContentLength = http.NoBody, int64(len(body))
-		if len(body) > 0 {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -112,9 +106,9 @@ func (s *server) guard(next http.Handler) http.Handler {
 func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work) {
 	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
 	s.log.Info("Rejected an admission request that would take more memory than the request budget", "work", work.String(),
-		"cost", work.Cost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
+		"cost", work.Bytes+work.PartsCost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
 	http.Error(w, fmt.Sprintf("sandbox-webhook: processing this AdmissionReview (%s) would take about %d MiB, more than --max-buffered-bytes %d admits",
-		work, work.Cost()>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
+		work, (work.Bytes+work.PartsCost())>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
 }
 
 // readBody reads the request body whole, at most limit bytes: into a buffer
