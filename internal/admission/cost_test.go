@@ -274,7 +274,7 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 			worst, worstName = ratio, sh.name
 		}
 		if testing.Verbose() || ratio > 1 {
-			t.Logf("%-70s %8d bytes, %7d objects, %7d arrays, %7d scalars: allocated %9d, reserved %9d (%.2f) %s", sh.name, work.Bytes, work.Objects, work.Arrays, work.Scalars,
+			t.Logf("%-70s %s: allocated %9d, reserved %9d (%.2f) %s", sh.name, work,
 				got, work.PartsCost(), ratio, strings.TrimSpace(answerOutcome(answer)))
 		}
 		if ratio > 1 {

@@ -23,9 +23,11 @@ import (
 type Work struct {
 	// Bytes is the size of the review.
 	Bytes int64
-	// Objects, Arrays and Scalars count the review's objects and nulls,
-	// arrays, and strings, numbers and booleans (keys not included).
-	Objects, Arrays, Scalars int
+	// Elements counts the objects and nulls that are elements of an array:
+	// a container may be one. Objects counts the other objects, Arrays the
+	// arrays, Scalars the strings, numbers, booleans and the other nulls
+	// (keys not included).
+	Elements, Objects, Arrays, Scalars int
 	// NotObject is set when the body is not a JSON object: no
 	// AdmissionReview, and a body the decoder might read as YAML, which the
 	// count does not price. Such a body is refused (Refuse, code 400).
@@ -39,12 +41,15 @@ const NotObjectReason = "the body is not a JSON object; an AdmissionReview is se
 // review of tens of thousands of such values allocates while it is answered
 // (decoded, mutated, patched), per value, rounded up; TestWorkCostBoundsAllocation
 // holds them to it for every array and map of a pod. The count does not see
-// where a value is, so every object is priced as the costliest: a container,
-// which the core copies and writes (10 KiB beyond the 5 KiB of any object).
+// which array an element is in, so every element is priced as the
+// costliest: a container, which the core copies and writes (10 KiB beyond
+// the 5 KiB of any object). A null element is priced as one too: in an
+// array of structs the decoder makes a zero struct of it.
 const (
-	costPerObject = 15 << 10
-	costPerArray  = 5 << 10
-	costPerScalar = 1536
+	costPerElement = 15 << 10
+	costPerObject  = 5 << 10
+	costPerArray   = 5 << 10
+	costPerScalar  = 1536
 	// costPerReview is what answering any review allocates however small:
 	// the decoder's and encoder's state, the answer, the request's logger.
 	costPerReview = 32 << 10
@@ -56,21 +61,24 @@ const (
 
 // PartsCost is the memory processing the review takes beyond its bytes.
 func (w Work) PartsCost() int64 {
-	return costPerReview + int64(w.Objects)*costPerObject + int64(w.Arrays)*costPerArray +
-		int64(w.Scalars)*costPerScalar + w.Bytes*costPerByte
+	return costPerReview + int64(w.Elements)*costPerElement + int64(w.Objects)*costPerObject +
+		int64(w.Arrays)*costPerArray + int64(w.Scalars)*costPerScalar + w.Bytes*costPerByte
 }
 
 // String says what the review holds, for messages.
 func (w Work) String() string {
-	return fmt.Sprintf("%d bytes, %d objects, %d arrays, %d scalars", w.Bytes, w.Objects, w.Arrays, w.Scalars)
+	return fmt.Sprintf("%d bytes, %d objects or nulls in arrays, %d other objects, %d arrays, %d scalars",
+		w.Bytes, w.Elements, w.Objects, w.Arrays, w.Scalars)
 }
 
 // CountWork counts the values of an AdmissionReview body without decoding
-// it, in one pass that keeps no state but its position: no nesting makes it
-// use memory. On a body that is not valid JSON it may miscount, which costs
-// nothing: a body that is not a JSON object is refused (NotObject), and
-// the decoder checks that an object is valid JSON before it allocates
-// anything for it.
+// it, in one pass that keeps no state but its position and the byte before
+// it: no nesting makes it use memory. An object or null is an array
+// element when "[" or "," comes before it (in an object, a key comes after
+// ","). On a body that is not valid JSON it may miscount, which costs
+// nothing: a body that is not a JSON object is refused (NotObject), and the
+// decoder checks that an object is valid JSON before it allocates anything
+// for it.
 func CountWork(body []byte) Work {
 	w := Work{Bytes: int64(len(body))}
 	i := skipSpace(body, 0)
@@ -78,10 +86,19 @@ func CountWork(body []byte) Work {
 		w.NotObject = true
 		return w
 	}
+	var prev byte // the first byte of the value or token before
 	for ; i < len(body); i++ {
-		switch body[i] {
+		c := body[i]
+		element := prev == '[' || prev == ','
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
 		case '{':
-			w.Objects++
+			if element {
+				w.Elements++
+			} else {
+				w.Objects++
+			}
 		case '[':
 			w.Arrays++
 		case '"':
@@ -94,9 +111,11 @@ func CountWork(body []byte) Work {
 				w.Scalars++ // not a key
 			}
 		case 'n':
-			// null, which in an array of structs decodes to a zero struct
-			// (a container, then), is priced as an object.
-			w.Objects++
+			if element {
+				w.Elements++
+			} else {
+				w.Scalars++
+			}
 			i += len("null") - 1
 		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 't', 'f':
 			w.Scalars++
@@ -104,6 +123,7 @@ func CountWork(body []byte) Work {
 				i++
 			}
 		}
+		prev = c
 	}
 	return w
 }

@@ -15,12 +15,14 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// referenceCount counts the objects (and nulls), arrays and scalars of
-// body with encoding/json's tokens (keys are not scalars); ok is false when
-// body is not JSON.
-func referenceCount(body []byte) (objects, arrays, scalars int, ok bool) {
+// referenceCount counts the values of body as CountWork does, with
+// encoding/json's tokens: the objects and nulls that are array elements,
+// the other objects, the arrays, and the scalars (keys and the other nulls
+// included in neither and in the scalars); ok is false when body is not
+// JSON.
+func referenceCount(body []byte) (w Work, ok bool) {
 	if !json.Valid(body) {
-		return 0, 0, 0, false
+		return w, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -29,28 +31,37 @@ func referenceCount(body []byte) (objects, arrays, scalars int, ok bool) {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return objects, arrays, scalars, true
+			return w, true
 		}
 		n := len(stack)
 		if _, isString := tok.(string); isString && n > 0 && stack[n-1].wantKey {
 			stack[n-1].wantKey = false // a key
 			continue
 		}
+		inArray := n > 0 && !stack[n-1].object
 		switch tok {
 		case json.Delim('{'):
-			objects++
+			if inArray {
+				w.Elements++
+			} else {
+				w.Objects++
+			}
 			stack = append(stack, frame{object: true, wantKey: true})
 			continue
 		case json.Delim('['):
-			arrays++
+			w.Arrays++
 			stack = append(stack, frame{})
 			continue
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:n-1]
 		case nil:
-			objects++ // null, priced as an object
+			if inArray {
+				w.Elements++
+			} else {
+				w.Scalars++
+			}
 		default:
-			scalars++
+			w.Scalars++
 		}
 		// A value ended: in an object, a key comes next.
 		if n := len(stack); n > 0 && stack[n-1].object {
@@ -69,14 +80,15 @@ func TestCountWork(t *testing.T) {
 		`{ "request" : { "object" : { "st\u0061tus" : { "a" : [ -1.5e3 , 2 ] } , "spec" : { } } } , "x" : "y" }`,
 		`{"a":"{[\"x\":1,]}","b\\":"\\","c":["\"", ":", "]"],"d":{"e":"f"} ,"g" :false}`,
 		`{"request":{"userInfo":{"groups":["a","b"],"extra":{"k":["v"]}},"object":{"kind":"Pod"}}}`,
+		`{"a":[null, {}, null ,{"b":null,"c":[{}]}],"d":null,"e":[[{}],[null]] , "f" : [ 1 , { } ] }`,
 	} {
 		got := CountWork([]byte(body))
-		objects, arrays, scalars, ok := referenceCount([]byte(body))
+		want, ok := referenceCount([]byte(body))
 		if !ok {
 			t.Fatalf("not JSON: %s", body)
 		}
-		if got.Objects != objects || got.Arrays != arrays || got.Scalars != scalars || got.Bytes != int64(len(body)) {
-			t.Errorf("%s: %s; want %d objects, %d arrays, %d scalars", body, got, objects, arrays, scalars)
+		if want.Bytes = int64(len(body)); got != want {
+			t.Errorf("%s: %s; want %s", body, got, want)
 		}
 		if got.NotObject {
 			t.Errorf("%s: not taken for an object", body)
@@ -188,9 +200,9 @@ func FuzzCountWork(f *testing.F) {
 		if trimmed := bytes.TrimLeft(body, " \t\r\n"); w.NotObject != (len(trimmed) == 0 || trimmed[0] != '{') {
 			t.Fatalf("%q: NotObject = %v", body, w.NotObject)
 		}
-		objects, arrays, scalars, ok := referenceCount(body)
-		if ok && !w.NotObject && (w.Objects != objects || w.Arrays != arrays || w.Scalars != scalars) {
-			t.Errorf("%q: %s; want %d objects, %d arrays, %d scalars", body, w, objects, arrays, scalars)
+		want, ok := referenceCount(body)
+		if want.Bytes = int64(len(body)); ok && !w.NotObject && w != want {
+			t.Errorf("%q: %s; want %s", body, w, want)
 		}
 	})
 }

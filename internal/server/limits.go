@@ -15,11 +15,11 @@ const smallBodyBytes = 64 << 10
 // smallRequestBytes is the size up to which a request's body and the
 // processing counted for it together may use the whole budget. A pod as
 // the API server sends it, with its defaults and token volume, is counted
-// at 0.8 to 2.6 MiB (admission.Work; the e2e corpus); a pod that costs more
+// at 0.4 to 1.2 MiB (admission.Work; the e2e corpus); a pod that costs more
 // shares what is left after the quarter kept for those. Processing cannot
 // be stalled by its client, so many small ones hold the budget only while
 // they are answered.
-const smallRequestBytes = 3 << 20
+const smallRequestBytes = 2 << 20
 
 // budgetWait is how long a request waits for room in the budget before it is
 // answered 503.
