@@ -287,27 +287,13 @@ func (noOutput) listEnd(map[string]any) error   { return nil }
 func (noOutput) pod(*preview.Pod) error         { return nil }
 func (noOutput) close() error                   { return nil }
 
-// splitKeys returns the keys of m that sort before "items" and after it.
-func splitKeys(m map[string]any) (before, after []string) {
-	for k := range m {
-		switch {
-		case k < "items":
-			before = append(before, k)
-		case k > "items":
-			after = append(after, k)
-		}
-	}
-	slices.Sort(before)
-	slices.Sort(after)
+// splitHead returns the members of a List's head whose keys sort before
+// "items" and those whose keys sort after it.
+func splitHead(m map[string]any) (before, after map[string]any) {
+	before, after = maps.Clone(m), maps.Clone(m)
+	maps.DeleteFunc(before, func(k string, _ any) bool { return k >= "items" })
+	maps.DeleteFunc(after, func(k string, _ any) bool { return k <= "items" })
 	return before, after
-}
-
-func subMap(m map[string]any, keys []string) map[string]any {
-	out := make(map[string]any, len(keys))
-	for _, k := range keys {
-		out[k] = m[k]
-	}
-	return out
 }
 
 // itemsKey starts a List's items in YAML.
@@ -353,12 +339,12 @@ func (y *yamlOutput) marshal(m map[string]any) error {
 
 func (y *yamlOutput) listStart(head map[string]any) error {
 	y.separate()
-	before, after := splitKeys(head)
-	y.items, y.after = 0, subMap(head, after)
+	before, after := splitHead(head)
+	y.items, y.after = 0, after
 	if len(before) == 0 {
 		return nil
 	}
-	return y.marshal(subMap(head, before))
+	return y.marshal(before)
 }
 
 func (y *yamlOutput) listItem(js []byte) error {
@@ -434,10 +420,10 @@ func (j *jsonOutput) field(k string, v any) error {
 }
 
 func (j *jsonOutput) listStart(head map[string]any) error {
-	before, after := splitKeys(head)
-	j.items, j.after = 0, subMap(head, after)
+	before, after := splitHead(head)
+	j.items, j.after = 0, after
 	_, _ = j.w.WriteString("{\n")
-	for _, k := range before {
+	for _, k := range slices.Sorted(maps.Keys(before)) {
 		if err := j.field(k, head[k]); err != nil {
 			return err
 		}
@@ -466,8 +452,8 @@ func (j *jsonOutput) listEnd(tail map[string]any) error {
 		_, _ = j.w.WriteString("]")
 	}
 	maps.Copy(j.after, tail)
-	before, after := splitKeys(j.after)
-	for _, k := range append(after, before...) { // before: see yamlOutput.listEnd
+	before, after := splitHead(j.after)
+	for _, k := range append(slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before))...) { // before: see yamlOutput.listEnd
 		_, _ = j.w.WriteString(",\n")
 		if err := j.field(k, j.after[k]); err != nil {
 			return err
