@@ -112,11 +112,6 @@ func (r *renderer) Write(b []byte) (int, error) {
 
 func (r *renderer) WriteString(s string) (int, error) { return r.Write([]byte(s)) }
 
-func (r *renderer) WriteByte(c byte) error {
-	_, err := r.Write([]byte{c})
-	return err
-}
-
 // sync waits until everything given is written and returns the first
 // error.
 func (r *renderer) sync() error {

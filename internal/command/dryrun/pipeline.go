@@ -435,7 +435,7 @@ func (j *jsonOutput) listStart(head map[string]any) error {
 
 func (j *jsonOutput) listItem(js []byte) error {
 	if j.items > 0 {
-		_ = j.w.WriteByte(',')
+		_, _ = j.w.WriteString(",")
 	}
 	j.items++
 	j.w.render(func() ([]byte, error) {
