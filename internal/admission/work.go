@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,7 +82,7 @@ func (w Work) String() string {
 // for it.
 func CountWork(body []byte) Work {
 	w := Work{Bytes: int64(len(body))}
-	i := skipSpace(body, 0)
+	i := len(body) - len(bytes.TrimLeft(body, space))
 	if i == len(body) || body[i] != '{' {
 		w.NotObject = true
 		return w
@@ -107,7 +108,7 @@ func CountWork(body []byte) Work {
 					i++
 				}
 			}
-			if j := skipSpace(body, i+1); j >= len(body) || body[j] != ':' {
+			if rest := bytes.TrimLeft(body[min(i+1, len(body)):], space); len(rest) == 0 || rest[0] != ':' {
 				w.Scalars++ // not a key
 			}
 		case 'n':
@@ -119,7 +120,7 @@ func CountWork(body []byte) Work {
 			i += len("null") - 1
 		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 't', 'f':
 			w.Scalars++
-			for i+1 < len(body) && strings.IndexByte(",}] \t\r\n", body[i+1]) < 0 {
+			for i+1 < len(body) && strings.IndexByte(",}]"+space, body[i+1]) < 0 {
 				i++
 			}
 		}
@@ -128,12 +129,8 @@ func CountWork(body []byte) Work {
 	return w
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
+// space is JSON's whitespace.
+const space = " \t\r\n"
 
 // Refuse answers a review, unprocessed, with an errored admission.k8s.io/v1
 // review of code and reason: an answer, so the API server refuses the pod
