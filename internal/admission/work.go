@@ -161,23 +161,23 @@ const (
 // the old object, together) are beyond their caps, or "".
 func beyondCaps(pods ...*corev1.Pod) string {
 	var containers, volumes, mounts, env int
+	count := func(c *corev1.Container) {
+		containers++
+		mounts += len(c.VolumeMounts) + len(c.VolumeDevices)
+		env += len(c.Env) + len(c.EnvFrom)
+	}
 	for _, pod := range pods {
 		if pod == nil {
 			continue
 		}
 		volumes += len(pod.Spec.Volumes)
-		count := func(c *corev1.Container) {
-			containers++
-			mounts += len(c.VolumeMounts) + len(c.VolumeDevices)
-			env += len(c.Env) + len(c.EnvFrom)
-		}
-		for i := range pod.Spec.InitContainers {
-			count(&pod.Spec.InitContainers[i])
-		}
-		for i := range pod.Spec.Containers {
-			count(&pod.Spec.Containers[i])
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				count(&cs[i])
+			}
 		}
 		for i := range pod.Spec.EphemeralContainers {
+			// The same fields as a Container, as the API defines them.
 			count((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 		}
 	}
