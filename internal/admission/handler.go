@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -302,10 +303,7 @@ func kindString(req cradmission.Request) string {
 	if req.Kind.Kind == "" {
 		return "an object of unnamed kind"
 	}
-	if req.Kind.Group == "" {
-		return req.Kind.Version + " " + req.Kind.Kind
-	}
-	return req.Kind.Group + "/" + req.Kind.Version + " " + req.Kind.Kind
+	return schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String() + " " + req.Kind.Kind
 }
 
 func errored(log logr.Logger, code int32, err error) (cradmission.Response, Outcome) {
