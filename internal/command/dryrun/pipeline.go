@@ -1,6 +1,7 @@
 package dryrun
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -499,15 +500,11 @@ func (p *patchOutput) close() error {
 	if p.n != 1 {
 		return nil
 	}
-	var ops []any
-	if err := json.Unmarshal(p.pending.Patch, &ops); err != nil {
+	var b bytes.Buffer
+	if err := json.Indent(&b, p.pending.Patch, "", "  "); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(ops, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(p.w, "%s\n", b)
+	_, err := fmt.Fprintf(p.w, "%s\n", b.Bytes())
 	return err
 }
 
