@@ -661,13 +661,9 @@ func (j *jsonReader) items(pos Position, head map[string]any) error {
 		ipos := pos
 		ipos.Item = n
 		j.start(ipos)
-		v, err := j.value(ipos)
-		if err != nil {
-			return err
-		}
-		js, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ipos, err)
+		var js json.RawMessage
+		if err := j.dec.Decode(&js); err != nil || j.cr.err != nil {
+			return j.wrap(ipos, err)
 		}
 		if err := j.v.ListItem(ipos, Classify(js)); err != nil {
 			return err
