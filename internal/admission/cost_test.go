@@ -186,7 +186,8 @@ func allocated(f func()) uint64 {
 
 // TestWorkCostBoundsAllocation: for every array and map of a pod (to a
 // depth of five fields), a review whose pod holds tens of thousands of its
-// smallest elements, and for long strings, deep nesting, unknown fields,
+// smallest elements (and, in an array of structs, of nulls and of zeros),
+// and for long strings, deep nesting, unknown fields,
 // statuses and the corpus pods, what answering it allocates (every byte,
 // garbage included, so more than it ever holds at once) stays within what
 // the count reserves for it besides its body. That is what keeps the
