@@ -10,6 +10,6 @@
 // webhook around the handler. Before it decodes anything, the server counts
 // what the review asks it to hold (CountWork), which prices the webhook's
 // memory and is taken from its request budget, and refuses a body that is
-// not a JSON object (Refuse); the handler refuses a decoded pod beyond the
+// not a JSON object (RefuseNotObject); the handler refuses a decoded pod beyond the
 // caps (MaxContainers and the rest).
 package admission

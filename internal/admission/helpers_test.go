@@ -98,7 +98,7 @@ func serve(h *Handler) http.Handler {
 		}
 		if CountWork(body).NotObject {
 			h.metrics.ObserveRequest(OutcomeError, 0)
-			Refuse(w, http.StatusBadRequest, NotObjectReason)
+			RefuseNotObject(w)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -31,12 +31,9 @@ type Work struct {
 	Elements, Objects, Arrays, Scalars int
 	// NotObject is set when the body is not a JSON object: no
 	// AdmissionReview, and a body the decoder might read as YAML, which the
-	// count does not price. Such a body is refused (Refuse, code 400).
+	// count does not price. Such a body is refused (RefuseNotObject).
 	NotObject bool
 }
-
-// NotObjectReason is why a body that is not a JSON object is refused.
-const NotObjectReason = "the body is not a JSON object; an AdmissionReview is sent as one"
 
 // What each value costs to process beyond its bytes, measured as the heap a
 // review of tens of thousands of such values allocates while it is answered
@@ -132,11 +129,12 @@ func CountWork(body []byte) Work {
 // space is JSON's whitespace.
 const space = " \t\r\n"
 
-// Refuse answers a review, unprocessed, with an errored admission.k8s.io/v1
-// review of code and reason: an answer, so the API server refuses the pod
-// whatever the failurePolicy.
-func Refuse(w http.ResponseWriter, code int32, reason string) {
-	resp := cradmission.Errored(code, errors.New("sandbox-webhook: "+reason))
+// RefuseNotObject answers a body that is not a JSON object (Work.NotObject),
+// unprocessed, with an errored admission.k8s.io/v1 review of code 400: an
+// answer, so the API server refuses the pod whatever the failurePolicy.
+func RefuseNotObject(w http.ResponseWriter) {
+	resp := cradmission.Errored(http.StatusBadRequest,
+		errors.New("sandbox-webhook: the body is not a JSON object; an AdmissionReview is sent as one"))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},

@@ -79,8 +79,8 @@ func (s *server) guard(next http.Handler) http.Handler {
 		work := admission.CountWork(body)
 		if work.NotObject {
 			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
-			s.log.Info("Refused an admission request unprocessed", "reason", admission.NotObjectReason, "bytes", len(body))
-			admission.Refuse(w, http.StatusBadRequest, admission.NotObjectReason)
+			s.log.Info("Refused an admission request unprocessed: the body is not a JSON object", "bytes", len(body))
+			admission.RefuseNotObject(w)
 			return
 		}
 		extra := work.PartsCost()
