@@ -142,19 +142,46 @@ func (a *applier) cacheVolume(i int) corev1.Volume {
 }
 
 // raisedBefore returns what the named container's memory limit was before
-// an earlier pass raised it to lim, and that pass's record; nil when no
-// earlier pass raised it to lim (a record naming another limit is not
-// believed).
-func (a *applier) raisedBefore(container string, lim resource.Quantity) (resource.Quantity, *raisedLimit) {
-	pr := a.prev.raised(container)
-	if pr == nil || !quantityIs(lim, pr.To) {
+// an earlier pass raised it to lim, and that pass's record; nil when the
+// record is not believed. The status annotation is the pod author's to
+// write: a record is believed only for a container this policy selects
+// (t), and only when it is exactly what this policy would have written
+// there, its limit lim being what it was raised from plus add, the
+// in-memory caches of this policy that t mounts. A believed record is one
+// status.restoreLimits may restore.
+func (a *applier) raisedBefore(t target, lim, add resource.Quantity) (resource.Quantity, *raisedLimit) {
+	pr := a.prev.raised(t.c.Name)
+	if pr == nil || add.IsZero() || !quantityIs(lim, pr.To) {
 		return resource.Quantity{}, nil
 	}
-	q, err := resource.ParseQuantity(pr.From)
-	if err != nil {
+	q, ok := parseBounded(pr.From)
+	if !ok {
 		return resource.Quantity{}, nil
+	}
+	sum := q.DeepCopy()
+	sum.Add(add)
+	if sum.Cmp(lim) != 0 {
+		return resource.Quantity{}, nil
+	}
+	if !slices.Contains(a.st.restorable, pr) {
+		a.st.restorable = append(a.st.restorable, pr)
 	}
 	return q, pr
+}
+
+// cacheAdd is the sum of the sizeLimits of the policy's caches, as this
+// mode injects them, that container t mounts as the policy mounts them:
+// what they raise its limit by (containerLimits: raise).
+func (a *applier) cacheAdd(t target) resource.Quantity {
+	var add resource.Quantity
+	for i, c := range a.p.Spec.Caches {
+		vol := a.cacheVolume(i)
+		if size := a.p.CacheSizes[i]; size != nil && a.injected(vol) &&
+			slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, c.Name, c.MountPath, false) }) {
+			add.Add(*size) // validation: with containerLimits raise, every cache has a sizeLimit
+		}
+	}
+	return add
 }
 
 // raiseLimit raises container t's own memory limit by the sizeLimits of the
@@ -167,13 +194,7 @@ func (a *applier) raiseLimit(t target) {
 	if !ok || findContainer(&a.pod.Spec, t.c.Name) != t.c {
 		return // no limit of its own, or a name the apiserver refuses twice
 	}
-	var add resource.Quantity
-	for i, c := range a.p.Spec.Caches {
-		vol := a.cacheVolume(i)
-		if a.injected(vol) && slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, c.Name, c.MountPath, false) }) {
-			add.Add(*a.p.CacheSizes[i]) // validation: every cache has a sizeLimit
-		}
-	}
+	add := a.cacheAdd(t)
 	if add.IsZero() {
 		return
 	}
@@ -186,7 +207,7 @@ func (a *applier) raiseLimit(t target) {
 	rec := a.st.raised(t.c.Name)
 	from, withReq := lim, !hasReq || req.Cmp(lim) == 0
 	if rec == nil {
-		if q, pr := a.raisedBefore(t.c.Name, lim); pr != nil {
+		if q, pr := a.raisedBefore(t, lim, add); pr != nil {
 			from, withReq = q, pr.Request && (!hasReq || quantityIs(req, pr.To))
 		}
 	} else {
@@ -238,8 +259,10 @@ func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target)
 		}
 		// A limit an earlier pass raised goes back to what it was at the
 		// end of this one (status.restoreLimits).
-		if q, pr := a.raisedBefore(t.c.Name, lim); pr != nil {
-			lim = q
+		if a.prev.raised(t.c.Name) != nil {
+			if q, pr := a.raisedBefore(t, lim, a.cacheAdd(t)); pr != nil {
+				lim = q
+			}
 		}
 		a.warn("%s", chargedWarning(vol.Name, t.c.Name, lim, vol.EmptyDir.SizeLimit))
 	}
@@ -623,6 +646,7 @@ func (a *applier) memory(sel []target) {
 	var ours bool
 	if pm := a.prevMemory(); pm != nil && hasLim && quantityIs(lim, pm.Limit) {
 		ours = pm.Request == "" || (hasReq && quantityIs(req, pm.Request))
+		ours = ours && hasReq && a.couldHaveWritten(spec, lim, req, pm.Request == "")
 	}
 	if hasLim && !ours {
 		a.skip(item, fmt.Sprintf("the pod sets its own pod-level memory limit (%s); kept", lim.String()), false)
@@ -664,6 +688,39 @@ func (a *applier) memory(sel []target) {
 		a.st.PodMemory.Request = wantReq.String()
 	}
 	a.applied(item)
+}
+
+// couldHaveWritten reports whether the pod-level memory lim and req are
+// what this policy could have written on this pod in an earlier pass: the
+// status annotation is the pod author's to write, so its podMemory is
+// believed only then. An earlier pass set the request to the policy's
+// request or the containers' (which another webhook may have raised since),
+// or kept the author's (ownReq), and the limit to the largest of the
+// policy's limit, that request and a container's limit.
+func (a *applier) couldHaveWritten(spec *corev1.PodSpec, lim, req resource.Quantity, ownReq bool) bool {
+	if !ownReq && req.Cmp(a.p.MemoryRequest) != 0 {
+		if c := ContainerMemoryRequest(spec); req.Cmp(a.p.MemoryRequest) < 0 || req.Cmp(c) > 0 {
+			return false
+		}
+	}
+	floor := a.p.MemoryLimit.DeepCopy()
+	if req.Cmp(floor) > 0 {
+		floor = req.DeepCopy()
+	}
+	switch lim.Cmp(floor) {
+	case 0:
+		return true
+	case -1:
+		return false
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if q, ok := cs[i].Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // PodLevelDroppedReason is why a memory.level pod policy injects nothing on

@@ -51,6 +51,8 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Re
 	st := &status{}
 	claims := map[string]string{}
 	var out *corev1.Pod
+	var checked bool
+	var unbounded string
 	// Disk-mode policies convert the pod's own tmpfs emptyDirs after every
 	// policy has injected, so no policy's cache is mistaken for the pod's,
 	// whatever the order.
@@ -70,10 +72,20 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Re
 			continue
 		}
 
+		shadow := p.Spec.Enforcement == policy.Shadow
+		if !checked {
+			// Before anything of the pod is compared or added: no
+			// quantity beyond a node's reaches the arithmetic.
+			checked, unbounded = true, UnboundedQuantity(&pod.Spec)
+		}
+		if unbounded != "" {
+			a := &applier{p: p, res: &res, shadow: shadow, sp: &statusPolicy{}}
+			a.deny("pod", unboundedReason(unbounded))
+			continue
+		}
 		if out == nil {
 			out = pod.DeepCopy()
 		}
-		shadow := p.Spec.Enforcement == policy.Shadow
 		a := &applier{
 			p:      p,
 			mode:   mode,

@@ -12,7 +12,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
-func parseSet(t *testing.T, docs ...string) *policy.Set {
+func parseSet(t testing.TB, docs ...string) *policy.Set {
 	t.Helper()
 	set, err := policy.ParseSet("test.yaml", []byte(strings.Join(docs, "\n---\n")))
 	if err != nil {

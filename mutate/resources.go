@@ -61,6 +61,6 @@ func maxContainerLimit(spec *corev1.PodSpec) resource.Quantity {
 // quantityIs reports whether q equals the quantity s spells (compared as
 // quantities: 8Gi and 8192Mi are equal).
 func quantityIs(q resource.Quantity, s string) bool {
-	p, err := resource.ParseQuantity(s)
-	return err == nil && q.Cmp(p) == 0
+	p, ok := parseBounded(s)
+	return ok && q.Cmp(p) == 0
 }

@@ -26,6 +26,10 @@ type status struct {
 	RaisedLimits []*raisedLimit `json:"raisedLimits,omitempty"`
 
 	dirty bool // the pod spec changed in this pass
+	// restorable are the earlier pass's records this pass believed: each
+	// for a container a policy selects, and exactly what that policy's
+	// in-memory caches would have raised (see applier.raisedBefore).
+	restorable []*raisedLimit
 }
 
 // raisedLimit is a container's memory limit raised by its caches.
@@ -52,10 +56,10 @@ func (st *status) raised(container string) *raisedLimit {
 
 // restoreLimits gives back their earlier value to the limits an earlier
 // pass raised that no policy raised in this one (the policies changed), when
-// they are still what that pass set.
+// they are still what that pass set and this pass believed the record.
 func (st *status) restoreLimits(prev *status, pod *corev1.Pod) {
 	for _, r := range prev.RaisedLimits {
-		if st.raised(r.Container) != nil {
+		if st.raised(r.Container) != nil || !slices.Contains(st.restorable, r) {
 			continue
 		}
 		c := findContainer(&pod.Spec, r.Container)
@@ -112,6 +116,27 @@ func readStatus(pod *corev1.Pod) *status {
 	var st status
 	if json.Unmarshal([]byte(raw), &st) != nil {
 		return nil
+	}
+	// What the pod author wrote is believed only where it is bounded and
+	// could be this webhook's: an earlier pass records at most one raised
+	// limit per container, and only quantities it parsed.
+	if len(st.RaisedLimits) > len(pod.Spec.InitContainers)+len(pod.Spec.Containers) {
+		st.RaisedLimits = nil
+	}
+	st.RaisedLimits = slices.DeleteFunc(st.RaisedLimits, func(r *raisedLimit) bool {
+		if r == nil {
+			return true
+		}
+		_, from := parseBounded(r.From)
+		_, to := parseBounded(r.To)
+		return !from || !to
+	})
+	if pm := st.PodMemory; pm != nil {
+		_, lim := parseBounded(pm.Limit)
+		_, req := parseBounded(pm.Request)
+		if !lim || pm.Request != "" && !req {
+			st.PodMemory = nil
+		}
 	}
 	return &st
 }
