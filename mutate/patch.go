@@ -27,7 +27,22 @@ import (
 //
 // Every value the typed round trip spells differently (a quantity such as
 // 2048Mi becomes 2Gi) is rewritten too, as the API server would store it.
+//
+// metadata.managedFields plays no part: the core never writes it, and the
+// API server computes it again after admission. It is left out of both
+// sides of the diff, so that its fieldsV1, which the decoder keeps as raw
+// bytes, is never decoded into generic maps (a pod with 700 env entries
+// holds about 2,800 objects there).
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
+	if len(mutated.ManagedFields) > 0 {
+		withoutFields := *mutated
+		withoutFields.ManagedFields = nil
+		mutated = &withoutFields
+		var err error
+		if raw, err = withoutManagedFields(raw); err != nil {
+			return nil, err
+		}
+	}
 	out, err := json.Marshal(mutated)
 	if err != nil {
 		return nil, fmt.Errorf("encoding mutated pod: %w", err)
@@ -37,6 +52,27 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 		return nil, fmt.Errorf("computing patch: %w", err)
 	}
 	return keepIntended(ops, original)
+}
+
+// withoutManagedFields is raw without metadata.managedFields. The object
+// and its metadata are read one level deep, as raw values: nothing below
+// them is decoded.
+func withoutManagedFields(raw []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("decoding the pod: %w", err)
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(doc["metadata"], &meta); err != nil {
+		return nil, fmt.Errorf("decoding the pod's metadata: %w", err)
+	}
+	delete(meta, "managedFields")
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	doc["metadata"] = b
+	return json.Marshal(doc)
 }
 
 // keepIntended is what Patch keeps of the operations of a plain diff from

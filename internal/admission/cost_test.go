@@ -236,6 +236,12 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 			raw: fill([]string{"spec", "x"}, strings.Repeat("[", 9000)+strings.Repeat("]", 9000), 1)},
 		costShape{name: "unknown fields", op: admissionv1.Create,
 			raw: fill([]string{"spec", "x"}, `{"k%d":[{}]}`, 8000)},
+		// fieldsV1 is kept as raw bytes and left out of the patch's diff:
+		// priced as its bytes, however many objects it spells.
+		costShape{name: "managedFields of 8,000 env entries", op: admissionv1.Create,
+			raw: fill([]string{"metadata", "managedFields"}, envFields(8000), 1)},
+		costShape{name: "managedFields of empty objects", op: admissionv1.Create,
+			raw: fill([]string{"metadata", "managedFields", "[]", "fieldsV1"}, `"k%d":{}`, 16000)},
 		costShape{name: "ephemeral update", op: admissionv1.Update, sub: "ephemeralcontainers",
 			raw: fill([]string{"spec", "tolerations"}, `{}`, 8000),
 			old: fill([]string{"spec", "topologySpreadConstraints"}, `{}`, 8000)},
@@ -283,6 +289,21 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 		}
 	}
 	t.Logf("%d shapes; the highest share of the reservation allocated: %.2f (%s)", len(shapes), worst, worstName)
+}
+
+// envFields is a managedFields entry as the API server writes it for a
+// container with n env entries: four objects per entry in its fieldsV1.
+func envFields(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"manager":"kubectl","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:containers":{"k:{\"name\":\"task\"}":{".":{},"f:env":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k:{\"name\":\"E%d\"}":{".":{},"f:name":{},"f:value":{}}`, i)
+	}
+	b.WriteString(`}}}}}}`)
+	return b.String()
 }
 
 func answerOutcome(answer string) string {

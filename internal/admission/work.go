@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -85,6 +87,7 @@ func CountWork(body []byte) Work {
 		return w
 	}
 	var prev byte // the first byte of the value or token before
+	var raw bool  // the value after this key is kept as its bytes
 	for ; i < len(body); i++ {
 		c := body[i]
 		element := prev == '[' || prev == ','
@@ -92,6 +95,18 @@ func CountWork(body []byte) Work {
 		case ' ', '\t', '\r', '\n':
 			continue
 		case '{':
+			if raw && prev == ':' {
+				// A managedFields entry's fieldsV1: the decoder keeps it
+				// as raw bytes and the patch never reads it (mutate.Patch
+				// leaves managedFields out of the diff), so it costs its
+				// bytes, priced with the body's, however many objects it
+				// spells.
+				i = skipObject(body, i)
+				w.Scalars++
+				raw = false
+				prev = c
+				continue
+			}
 			if element {
 				w.Elements++
 			} else {
@@ -100,6 +115,7 @@ func CountWork(body []byte) Work {
 		case '[':
 			w.Arrays++
 		case '"':
+			start := i + 1
 			for i++; i < len(body) && body[i] != '"'; i++ {
 				if body[i] == '\\' {
 					i++
@@ -107,6 +123,8 @@ func CountWork(body []byte) Work {
 			}
 			if rest := bytes.TrimLeft(body[min(i+1, len(body)):], space); len(rest) == 0 || rest[0] != ':' {
 				w.Scalars++ // not a key
+			} else {
+				raw = string(body[start:min(i, len(body))]) == "fieldsV1"
 			}
 		case 'n':
 			if element {
@@ -126,6 +144,30 @@ func CountWork(body []byte) Work {
 	return w
 }
 
+// skipObject returns the index of the "}" that closes the object opening at
+// body[i], or the last index when it is not closed: a depth and whether it
+// is in a string are all it keeps.
+func skipObject(body []byte, i int) int {
+	depth := 0
+	for ; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return i
+			}
+		case '"':
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return len(body) - 1
+}
+
 // space is JSON's whitespace.
 const space = " \t\r\n"
 
@@ -133,11 +175,42 @@ const space = " \t\r\n"
 // unprocessed, with an errored admission.k8s.io/v1 review of code 400: an
 // answer, so the API server refuses the pod whatever the failurePolicy.
 func RefuseNotObject(w http.ResponseWriter) {
-	resp := cradmission.Errored(http.StatusBadRequest,
-		errors.New("sandbox-webhook: the body is not a JSON object; an AdmissionReview is sent as one"))
+	writeRefusal(w, admissionv1.SchemeGroupVersion.String(), "", http.StatusBadRequest,
+		"the body is not a JSON object; an AdmissionReview is sent as one")
+}
+
+// RefuseReview answers the review in body, unprocessed, with an errored
+// review of code, carrying the request's uid and in the review's
+// apiVersion: an answer, so the API server refuses the pod whatever the
+// failurePolicy, as a property of the pod must be (a failed call would fail
+// open under webhook.guard). It reports false, and writes nothing, when body
+// is not a review it can answer (no request uid): the caller then answers
+// with an HTTP error. Reading the uid decodes nothing else: encoding/json
+// skips the other values without keeping them.
+func RefuseReview(w http.ResponseWriter, body []byte, code int32, reason string) bool {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Request    *struct {
+			UID types.UID `json:"uid"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(body, &head) != nil || head.Request == nil || head.Request.UID == "" {
+		return false
+	}
+	version := admissionv1.SchemeGroupVersion.String()
+	if head.APIVersion == admissionv1beta1.SchemeGroupVersion.String() {
+		version = head.APIVersion
+	}
+	writeRefusal(w, version, head.Request.UID, code, reason)
+	return true
+}
+
+func writeRefusal(w http.ResponseWriter, version string, uid types.UID, code int32, reason string) {
+	resp := cradmission.Errored(code, errors.New("sandbox-webhook: "+reason))
+	resp.UID = uid
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		TypeMeta: metav1.TypeMeta{APIVersion: version, Kind: "AdmissionReview"},
 		Response: &resp.AdmissionResponse,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -205,4 +206,40 @@ func FuzzCountWork(f *testing.F) {
 			t.Errorf("%q: %s; want %s", body, w, want)
 		}
 	})
+}
+
+// TestRefuseReview: a refusal of the review in body carries its uid and
+// apiVersion, so the API server takes it as the answer; a body with no
+// request uid is not answered.
+func TestRefuseReview(t *testing.T) {
+	for _, c := range []struct{ body, version, uid string }{
+		{`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","object":{"spec":{}}}}`, "admission.k8s.io/v1", "u1"},
+		{`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u2"}}`, "admission.k8s.io/v1beta1", "u2"},
+		{`{"apiVersion":"admission.k8s.io/v2","request":{"uid":"u3"}}`, "admission.k8s.io/v1", "u3"},
+		{`{"apiVersion":"admission.k8s.io/v1","request":{}}`, "", ""},
+		{`{"apiVersion":"admission.k8s.io/v1"}`, "", ""},
+		{`{"request":{"uid":`, "", ""},
+	} {
+		w := httptest.NewRecorder()
+		ok := RefuseReview(w, []byte(c.body), http.StatusRequestEntityTooLarge, "too much")
+		if ok != (c.uid != "") {
+			t.Errorf("%s: answered %v", c.body, ok)
+			continue
+		}
+		if !ok {
+			if w.Body.Len() != 0 {
+				t.Errorf("%s: wrote %q without answering", c.body, w.Body.String())
+			}
+			continue
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil {
+			t.Fatalf("%s: %v %q", c.body, err, w.Body.String())
+		}
+		r := review.Response
+		if review.APIVersion != c.version || string(r.UID) != c.uid || r.Allowed || r.Result == nil ||
+			r.Result.Code != http.StatusRequestEntityTooLarge || r.Result.Message != "sandbox-webhook: too much" {
+			t.Errorf("%s: answered %s", c.body, w.Body.String())
+		}
+	}
 }

@@ -23,11 +23,16 @@ import (
 // sized to the body; then, before anything of it is decoded, its values are
 // counted (admission.CountWork): a body that is not a JSON object is
 // refused with an errored review (400), and room for processing the others
-// is taken from the budget (413 when the whole budget would not do).
+// is taken from the budget (an errored review of code 413 when the whole
+// budget would not do: a property of the pod is answered, never left to the
+// failurePolicy).
 //
-// The 503s and 413s are HTTP errors, not AdmissionReview answers: the API
-// server treats them as a failed call, and the webhook's failurePolicy
-// decides, as it would if this server were unreachable.
+// The 503s and the 413 of a body above the limit are HTTP errors, not
+// AdmissionReview answers: the API server treats them as a failed call, and
+// the webhook's failurePolicy decides, as it would if this server were
+// unreachable. A body above the limit is not read, so it has no uid to
+// answer; the API server's own request limit (3 MiB by default) is below
+// --max-request-bytes' default for a CREATE.
 func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -85,7 +90,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		extra := work.PartsCost()
 		if !s.budget.fitsMore(n, extra) {
-			s.tooMuchWork(w, start, work)
+			s.tooMuchWork(w, start, work, body)
 			return
 		}
 		wait, cancel = context.WithTimeout(r.Context(), budgetWait)
@@ -102,13 +107,20 @@ func (s *server) guard(next http.Handler) http.Handler {
 }
 
 // tooMuchWork answers a request whose processing would take more than the
-// whole budget: no wait would make room for it.
-func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work) {
+// whole budget: no wait would make room for it. That is a property of the
+// pod, so the answer is a refusal in the review (code 413), which the API
+// server applies whatever the failurePolicy; only a body with no request
+// uid to answer gets an HTTP 413.
+func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work, body []byte) {
 	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
-	s.log.Info("Rejected an admission request that would take more memory than the request budget", "work", work.String(),
+	s.log.Info("Refused an admission request that would take more memory than the request budget", "work", work.String(),
 		"cost", work.Bytes+work.PartsCost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
-	http.Error(w, fmt.Sprintf("sandbox-webhook: processing this AdmissionReview (%s) would take about %d MiB, more than --max-buffered-bytes %d admits",
-		work, (work.Bytes+work.PartsCost())>>20, s.opts.MaxBufferedBytes), http.StatusRequestEntityTooLarge)
+	reason := fmt.Sprintf("processing this AdmissionReview (%s) would take about %d MiB, more than --max-buffered-bytes %d admits; "+
+		"the pod is beyond what the webhook processes (see docs/serve.md)", work, (work.Bytes+work.PartsCost())>>20, s.opts.MaxBufferedBytes)
+	if admission.RefuseReview(w, body, http.StatusRequestEntityTooLarge, reason) {
+		return
+	}
+	http.Error(w, "sandbox-webhook: "+reason, http.StatusRequestEntityTooLarge)
 }
 
 // readBody reads the request body whole, at most limit bytes: into a buffer
