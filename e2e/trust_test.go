@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+)
+
+// TestFourthRoundAttacksHeld: what a pod author writes, through the real
+// API server, against the webhook as the chart registers it with its
+// default webhook.guard (two fail-open entries and the
+// ValidatingAdmissionPolicy), each pod carrying a forged status annotation
+// that satisfies the guard:
+//   - a memory limit of 1e10000000, whose comparison with 8Gi would hold a
+//     core for minutes: refused at once by the webhook, naming the field,
+//     and the replica serves the next pod;
+//   - a container with 200,000 arguments, more than the webhook processes:
+//     refused in the review (413), not left to the failure policy, so it
+//     is not admitted unmutated;
+//   - 700 env entries (22 KB, with the managedFields the API server adds):
+//     an ordinary pod under the documented caps, mutated.
+func TestFourthRoundAttacksHeld(t *testing.T) {
+	const ns = "trust"
+	newInstance(t, "trust", instanceOptions{
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		values:     map[string]any{"webhook": map[string]any{"guard": map[string]any{"enabled": true}}},
+	})
+	forged := func(pod *corev1.Pod) *corev1.Pod {
+		pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[]}`}
+		return pod
+	}
+
+	huge := forged(sandboxPod(ns, "huge-quantity"))
+	huge.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1e10000000")}
+	start := time.Now()
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), huge, metav1.CreateOptions{})
+	took := time.Since(start)
+	if err == nil {
+		t.Error("a pod with a memory limit of 1e10000000 was admitted")
+	} else if want := "spec.containers[0].resources.limits[memory] is a quantity beyond what any node holds"; !strings.Contains(err.Error(), want) {
+		t.Errorf("the refusal %q does not say %q", err, want)
+	}
+	t.Logf("1e10000000: refused in %v", took.Round(time.Millisecond))
+
+	args := forged(sandboxPod(ns, "many-args"))
+	args.Spec.Containers[0].Args = make([]string, 200_000)
+	for i := range args.Spec.Containers[0].Args {
+		args.Spec.Containers[0].Args[i] = "x"
+	}
+	_, err = suite.cs.CoreV1().Pods(ns).Create(t.Context(), args, metav1.CreateOptions{})
+	if err == nil {
+		t.Error("a pod with 200,000 arguments and a forged status was admitted")
+	} else if !strings.Contains(err.Error(), "--max-buffered-bytes") {
+		t.Errorf("the refusal %q is not the webhook's (the guard's would mean it failed open)", err)
+	}
+
+	env := forged(sandboxPod(ns, "many-env"))
+	for i := range 700 {
+		env.Spec.Containers[0].Env = append(env.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%d", i), Value: "v"})
+	}
+	got := createPod(t, env)
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("a pod with 700 env entries:%s", joinProblems(p))
+	}
+
+	// The replica that refused the quantity serves the next pod at once.
+	got = createPod(t, sandboxPod(ns, "after"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("after the attacks:%s", joinProblems(p))
+	}
+}
