@@ -52,6 +52,8 @@ func TestDefaultObjects(t *testing.T) {
 		"NetworkPolicy/sandbox-webhook",
 		"ValidatingAdmissionPolicy/sandbox-webhook-guard",
 		"ValidatingAdmissionPolicyBinding/sandbox-webhook-guard",
+		"MutatingAdmissionPolicy/sandbox-webhook-unmark",
+		"MutatingAdmissionPolicyBinding/sandbox-webhook-unmark",
 	}
 	if got := kinds(r); !sameSet(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)

@@ -67,10 +67,37 @@ webhook:
 		t.Errorf("the server lacks --status-always: %v", args)
 	}
 
+	// From 1.36: a MutatingAdmissionPolicy, never reinvoked, with the same
+	// match, removes a status annotation the pod brings, so that only one
+	// a webhook call wrote satisfies the guard.
+	unmark := one[*admissionregistrationv1.MutatingAdmissionPolicy](t, r)
+	um := unmark.Spec.MatchConstraints
+	if !equalJSON(t, um, mc) {
+		t.Errorf("the unmark policy's match %+v differs from the guard's", um)
+	}
+	wantConds = append(slices.Clone(pods.MatchConditions), admissionregistrationv1.MatchCondition{Name: "sandbox-webhook-status-brought", Expression: answered})
+	if !equalJSON(t, unmark.Spec.MatchConditions, wantConds) {
+		t.Errorf("the unmark policy's conditions %+v", unmark.Spec.MatchConditions)
+	}
+	if unmark.Spec.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy || *unmark.Spec.FailurePolicy != admissionregistrationv1.Fail ||
+		len(unmark.Spec.Mutations) != 1 || unmark.Spec.Mutations[0].JSONPatch == nil ||
+		unmark.Spec.Mutations[0].JSONPatch.Expression != "[JSONPatch{op: 'remove', path: '/metadata/annotations/sandbox-webhook.io~1status'}]" {
+		t.Errorf("the unmark policy %+v", unmark.Spec)
+	}
+	if ub := one[*admissionregistrationv1.MutatingAdmissionPolicyBinding](t, r); ub.Spec.PolicyName != unmark.Name {
+		t.Errorf("the unmark binding %+v", ub.Spec)
+	}
+	// Before 1.36 there is no MutatingAdmissionPolicy v1 to render.
+	old := renderAt(t, "v1.35.4", "webhook: {guard: {enabled: true}}")
+	if n := len(all[*admissionregistrationv1.MutatingAdmissionPolicy](old)); n != 0 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](old)) != 1 {
+		t.Errorf("on 1.35: %d MutatingAdmissionPolicies rendered, or the guard missing", n)
+	}
+
 	for _, values := range []string{"webhook: {guard: {enabled: false}}", "webhook: {guard: {enabled: true}, failurePolicy: Ignore}"} {
 		r := mustRender(t, values)
 		mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
-		if len(mwc.Webhooks) != 2 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](r)) != 0 || slices.Contains(deploymentContainer(t, r).Args, "--status-always=true") {
+		if len(mwc.Webhooks) != 2 || len(all[*admissionregistrationv1.ValidatingAdmissionPolicy](r)) != 0 ||
+			len(all[*admissionregistrationv1.MutatingAdmissionPolicy](r)) != 0 || slices.Contains(deploymentContainer(t, r).Args, "--status-always=true") {
 			t.Errorf("%s: %d entries, the guard rendered or --status-always set", values, len(mwc.Webhooks))
 		}
 	}

@@ -72,12 +72,36 @@ func renderChart(t *testing.T, values string) (*rendered, error) {
 // renderValues renders the chart with values as a map, for a release in ns.
 func renderValues(t *testing.T, vals map[string]any, release, ns string) (*rendered, error) {
 	t.Helper()
+	return renderFor(t, kubeVersion(t), vals, release, ns)
+}
+
+// renderAt renders the chart with values as YAML for a cluster of version,
+// and fails the test on error.
+func renderAt(t *testing.T, version, values string) *rendered {
+	t.Helper()
+	v, err := common.ParseKubeVersion(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		t.Fatalf("test values: %v", err)
+	}
+	r, err := renderFor(t, v, vals, releaseName, namespace)
+	if err != nil {
+		t.Fatalf("render for %s: %v", version, err)
+	}
+	return r
+}
+
+func renderFor(t *testing.T, version *common.KubeVersion, vals map[string]any, release, ns string) (*rendered, error) {
+	t.Helper()
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.Replace = true
 	install.ReleaseName = release
 	install.Namespace = ns
-	install.KubeVersion = kubeVersion(t)
+	install.KubeVersion = version
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
 		return nil, err

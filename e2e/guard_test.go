@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -83,5 +86,40 @@ func TestGuard(t *testing.T) {
 	}
 	in.install(t, in.mwc)
 
+	forgedWhileDown(t, in, ns)
 	webhookDown(t, in, ns, "ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook")
+}
+
+// forgedWhileDown creates, with no replica answering, a sandbox pod that
+// brings a status annotation of its own. From Kubernetes 1.36 the guard's
+// MutatingAdmissionPolicy removes it before the webhook is called, so the
+// guard refuses the pod as it refuses any pod no call answered; before 1.36
+// the forged annotation satisfies the guard and the pod is admitted
+// unmutated, as docs/cluster.md says.
+func forgedWhileDown(t *testing.T, in *instance, ns string) {
+	t.Helper()
+	if err := in.webhook.Stop(); err != nil {
+		t.Fatalf("stopping the webhook: %v", err)
+	}
+	pod := sandboxPod(ns, "forged-while-down")
+	pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[]}`}
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if minor := version.MustParseGeneric(suite.version).Minor(); minor >= 36 {
+		if err == nil || !strings.Contains(err.Error(), "no replica of the sandbox-webhook") {
+			t.Errorf("kube-apiserver 1.%d: a pod with a forged status annotation, no replica answering: %v, want the guard's refusal", minor, err)
+		}
+	} else if err != nil {
+		t.Errorf("kube-apiserver 1.%d (no MutatingAdmissionPolicy v1): a pod with a forged status annotation was refused (%v); docs/cluster.md says it passes the guard there", minor, err)
+	}
+	if err := in.webhook.Start(t.Context()); err != nil {
+		t.Fatalf("restarting the webhook: %v", err)
+	}
+	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		t.Fatal(err)
+	}
+	// With a replica answering, the same pod is mutated.
+	got := createPod(t, pod)
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("a pod with a forged status annotation, the webhook up:%s", joinProblems(p))
+	}
 }

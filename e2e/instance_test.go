@@ -127,6 +127,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{instanceLabel: name}},
 		ObjectSelector:    o.objectSelector,
 		Values:            chart.MergeValues(values, o.values),
+		KubeVersion:       suite.version,
 	}
 	adm, err := chart.RenderAdmission(ctx, suite.root, configOpts)
 	if err != nil {
@@ -199,6 +200,20 @@ func installGuard(t *testing.T, adm *chart.Admission) {
 		ctx := context.Background()
 		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, adm.GuardBinding.Name, metav1.DeleteOptions{})
 		_ = api.ValidatingAdmissionPolicies().Delete(ctx, adm.Guard.Name, metav1.DeleteOptions{})
+	})
+	if adm.Unmark == nil {
+		return
+	}
+	if _, err := api.MutatingAdmissionPolicies().Create(t.Context(), adm.Unmark, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.MutatingAdmissionPolicyBindings().Create(t.Context(), adm.UnmarkBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = api.MutatingAdmissionPolicyBindings().Delete(ctx, adm.UnmarkBinding.Name, metav1.DeleteOptions{})
+		_ = api.MutatingAdmissionPolicies().Delete(ctx, adm.Unmark.Name, metav1.DeleteOptions{})
 	})
 }
 

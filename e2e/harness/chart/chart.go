@@ -54,6 +54,9 @@ type ConfigOptions struct {
 	ObjectSelector *metav1.LabelSelector
 	// Values are further chart values, merged last.
 	Values map[string]any
+	// KubeVersion is the cluster version the chart is rendered for;
+	// "" is harness.KubeVersion, the newest minor.
+	KubeVersion string
 }
 
 // RenderWebhookConfiguration renders the chart at root/Dir with the Helm
@@ -80,6 +83,11 @@ type Admission struct {
 	// Guard and GuardBinding are webhook.guard's, nil when it is off.
 	Guard        *admissionregistrationv1.ValidatingAdmissionPolicy
 	GuardBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// Unmark and UnmarkBinding are the guard's MutatingAdmissionPolicy
+	// that removes a status annotation the pod brings, from Kubernetes
+	// 1.36; nil before, or when the guard is off.
+	Unmark        *admissionregistrationv1.MutatingAdmissionPolicy
+	UnmarkBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// StatusAlways is whether the chart's Deployment runs the server with
 	// --status-always (the guard needs it).
 	StatusAlways bool
@@ -119,7 +127,7 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 	}
 	vals = MergeValues(vals, o.Values)
 
-	manifest, err := RenderManifest(ctx, root, o.Release, o.Namespace, vals)
+	manifest, err := RenderManifestFor(ctx, root, o.Release, o.Namespace, o.KubeVersion, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +155,12 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 		case "ValidatingAdmissionPolicy":
 			a.Guard = &admissionregistrationv1.ValidatingAdmissionPolicy{}
 			into = a.Guard
+		case "MutatingAdmissionPolicy":
+			a.Unmark = &admissionregistrationv1.MutatingAdmissionPolicy{}
+			into = a.Unmark
+		case "MutatingAdmissionPolicyBinding":
+			a.UnmarkBinding = &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+			into = a.UnmarkBinding
 		case "ValidatingAdmissionPolicyBinding":
 			a.GuardBinding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 			into = a.GuardBinding
@@ -172,6 +186,15 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 // `helm template` would, for release in namespace with vals (merged over
 // values.yaml), and returns the manifest.
 func RenderManifest(ctx context.Context, root, release, namespace string, vals map[string]any) (string, error) {
+	return RenderManifestFor(ctx, root, release, namespace, "", vals)
+}
+
+// RenderManifestFor is RenderManifest for a cluster of kubeVersion ("" is
+// harness.KubeVersion).
+func RenderManifestFor(ctx context.Context, root, release, namespace, kubeVersion string, vals map[string]any) (string, error) {
+	if kubeVersion == "" {
+		kubeVersion = harness.KubeVersion
+	}
 	chrt, err := loader.Load(filepath.Join(root, Dir))
 	if err != nil {
 		return "", fmt.Errorf("loading the chart: %w", err)
@@ -181,7 +204,7 @@ func RenderManifest(ctx context.Context, root, release, namespace string, vals m
 	install.Replace = true
 	install.ReleaseName = release
 	install.Namespace = namespace
-	kv, err := common.ParseKubeVersion(harness.KubeVersion)
+	kv, err := common.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		return "", err
 	}
