@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -74,5 +76,42 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 	got = createPod(t, sandboxPod(ns, "after"))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after the attacks:%s", joinProblems(p))
+	}
+}
+
+// TestMAPBoundsQuantities: the exported MutatingAdmissionPolicy, in the API
+// server's own process, refuses a pod whose pod-level memory limit is
+// 1e10000000 and which brings a status annotation naming 8Gi, whose
+// comparison by the API server's quantity() would hold its core, and still
+// mutates the same pod without it. On 1.36 and later (MAP v1).
+func TestMAPBoundsQuantities(t *testing.T) {
+	if version.MustParseGeneric(suite.version).Minor() < 36 {
+		t.Skipf("kube-apiserver %s has no MutatingAdmissionPolicy v1", suite.version)
+	}
+	const ns = "map-bound"
+	ensureNamespace(t, ns, map[string]string{mapLabel: "bound"})
+	exported, _ := exportSet(t, golden.Sets[0])
+	installMAP(t, exported, "bound", sandboxPod(ns, "probe"))
+
+	pod := sandboxPod(ns, "huge-pod-limit")
+	pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[],"podMemory":{"limit":"8Gi"}}`}
+	pod.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1e10000000")}}
+	start := time.Now()
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "a memory quantity of the pod or of its status annotation is beyond what any node holds") {
+		t.Errorf("a pod-level limit of 1e10000000 through the exported MAP: %v, want the MAP's refusal", err)
+	}
+	t.Logf("refused in %v", time.Since(start).Round(time.Millisecond))
+	// For comparison: the API server's own handling of the same pod, in a
+	// namespace no policy selects (a dry run).
+	ensureNamespace(t, ns+"-none", nil)
+	other := pod.DeepCopy()
+	other.Namespace = ns + "-none"
+	start = time.Now()
+	_, err = suite.cs.CoreV1().Pods(other.Namespace).Create(t.Context(), other, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	t.Logf("without the MAP: %v in %v", err, time.Since(start).Round(time.Millisecond))
+	got := createPod(t, sandboxPod(ns, "plain"))
+	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+		t.Errorf("a sandbox pod through the exported MAP:%s", joinProblems(p))
 	}
 }

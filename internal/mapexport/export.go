@@ -80,6 +80,7 @@ var Differences = []string{
 	"no metrics or logs of decisions: a MAP is observed through the apiserver's own admission metrics",
 	"the status annotation of an earlier pass (reinvocation, a re-created pod) is read by its exact text, as sandbox-webhook writes it; the webhook parses any JSON",
 	"memory quantities are computed in whole bytes: a pod with a fractional-byte or exabyte-sized memory quantity is rejected (failurePolicy: Fail) instead of mutated",
+	"a memory quantity of the pod or its status annotation is judged by its spelling, not its value: one with more than 19 digits, more than 18 decimals or an exponent beyond 18 is refused (a JSONPatch to a path that says so, which cannot apply), before the apiserver's quantity() compares it",
 }
 
 // Export compiles the policies of set to MutatingAdmissionPolicies

@@ -60,11 +60,41 @@ func podVariables(pr *program) *pod {
 	rest := fmt.Sprintf("%s.split(%s)[1].split('\"')", ann, str(memKey))
 	p.prevLim = pr.def("prevLimit", fmt.Sprintf("%s ? %s[0] : ''", p.prevMem, rest))
 	p.prevReq = pr.def("prevRequest", fmt.Sprintf("%s ? [%s].map(r, size(r) >= 5 && r[2] == 'request' ? r[4] : '')[0] : ''", p.prevMem, rest))
+	boundQuantities(pr, p)
 	const convKey = `"converted":[`
 	p.prevConverted = pr.def("prevConverted", fmt.Sprintf(
 		"%s && %s.contains(%s) ? %s.split(%s)[1].split(']')[0].split(',').map(n, n.substring(1, size(n) - 1)) : []",
 		prevOK, ann, str(convKey), ann, str(convKey)))
 	return p
+}
+
+// BoundedQuantity is the spelling of a quantity the exported policies
+// read: at most 19 digits before the point and 18 after it, and a suffix
+// or an exponent of at most 18. The apiserver's quantity() compares and
+// converts quantities of different scales in arbitrary precision, with no
+// deadline and outside CEL's cost budget: a memory limit of 1e10000000
+// compared with another quantity holds the apiserver's core for seconds,
+// and 0e1000000000 converted to an integer loops a billion times.
+const BoundedQuantity = `^[+-]?[0-9]{0,19}(\.[0-9]{0,18})?([numkMGTPE]|[KMGTPE]i|[eE][+-]?(1[0-8]|[0-9]))?$`
+
+// refusedPath is the path of the JSONPatch operation that refuses a pod
+// with a quantity not spelled as BoundedQuantity: not a JSON pointer, so no
+// pod can make it apply, and it says why in the API server's error, as the
+// policy's failurePolicy (Fail) rejects the pod.
+const refusedPath = "sandbox-webhook refuses the pod: a memory quantity of the pod or of its status annotation is beyond what any node holds"
+
+// boundQuantities makes the policy's first mutation refuse a pod whose
+// memory quantities, or those of its status annotation, are not spelled as
+// BoundedQuantity, before any mutation reads one with quantity(): the
+// webhook refuses them too (mutate.UnboundedQuantity).
+func boundQuantities(pr *program, p *pod) {
+	mem := func(c string) string {
+		return fmt.Sprintf("[%s.?resources.?limits.?memory.orValue(''), %s.?resources.?requests.?memory.orValue('')]", c, c)
+	}
+	strs := fmt.Sprintf("(%s + %s).map(c, %s).flatten() + %s + %s.map(v, v.?emptyDir.?sizeLimit.orValue('')) + [%s, %s]",
+		p.inits, p.apps, mem("c"), mem("object.spec"), p.volumes, p.prevLim, p.prevReq)
+	bounded := pr.def("quantitiesBounded", fmt.Sprintf("(%s).all(s, s == '' || s.matches(%s))", strs, str(BoundedQuantity)))
+	pr.jsonPatch(fmt.Sprintf("%s ? [] : [JSONPatch{op: 'add', path: %s, value: 0}]", bounded, str(refusedPath)))
 }
 
 // quote is the CEL literal of a double quote, which opens and closes the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
@@ -74,6 +75,50 @@ func TestDryRunMAPGaps(t *testing.T) {
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// TestDryRunMAPBoundsQuantities: a quantity whose comparison would take the
+// apiserver's quantity() minutes, in each place the exported policy reads
+// one (a container's limit and request, the pod's, an emptyDir's sizeLimit,
+// the status annotation's podMemory), is refused by the MAP before it is
+// read, and by the webhook, and dry-run --map ends at once (30 s would be
+// a hang: each is minutes when compared).
+func TestDryRunMAPBoundsQuantities(t *testing.T) {
+	const huge = "1e100000000"
+	pod := func(name, spec, annotation string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  namespace: sandboxes\n  labels: {app: sandbox}\n" +
+			annotation + "spec:\n" + spec
+	}
+	pods := []string{
+		pod("container-limit", "  containers: [{name: main, image: i, resources: {limits: {memory: \""+huge+"\"}}}]\n", ""),
+		pod("init-request", "  initContainers: [{name: init, image: i, resources: {requests: {memory: \""+huge+"\"}}}]\n  containers: [{name: main, image: i}]\n", ""),
+		pod("pod-limit", "  resources: {limits: {memory: \""+huge+"\"}}\n  containers: [{name: main, image: i}]\n",
+			"  annotations: {sandbox-webhook.io/status: '{\"policies\":[],\"podMemory\":{\"limit\":\"8Gi\"}}'}\n"),
+		pod("cache-size", "  volumes: [{name: uv-cache, emptyDir: {medium: Memory, sizeLimit: \""+huge+"\"}}]\n  containers: [{name: main, image: i}]\n", ""),
+		pod("annotation", "  resources: {limits: {memory: 8Gi}}\n  containers: [{name: main, image: i}]\n",
+			"  annotations: {sandbox-webhook.io/status: '{\"policies\":[],\"podMemory\":{\"limit\":\""+huge+"\"}}'}\n"),
+	}
+	input := filepath.Join(t.TempDir(), "pods.yaml")
+	if err := os.WriteFile(input, []byte(strings.Join(pods, "---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		_, stderr, _ := runCLI(t, "", "dry-run", "--map", "-f", input, "--policy", golden.Path("examples/policies/memory"), "-o", "summary")
+		done <- stderr
+	}()
+	var stderr string
+	select {
+	case stderr = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("dry-run --map did not end within 30 s")
+	}
+	for _, name := range []string{"container-limit", "init-request", "pod-limit", "cache-size", "annotation"} {
+		if want := "Pod sandboxes/" + name + ": the MAP rejects the pod: sandbox-webhook-sandbox-seed: mutation 0: "; !strings.Contains(stderr, want) ||
+			!strings.Contains(stderr, "sandbox-webhook refuses the pod: a memory quantity of the pod or of its status annotation is beyond what any node holds") {
+			t.Errorf("%s: not refused by the MAP's bound:\n%s", name, stderr)
 		}
 	}
 }
