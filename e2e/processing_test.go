@@ -64,8 +64,8 @@ func tinyContainersReview(t *testing.T, ns string, n int) []byte {
 // from as many clients as --max-in-flight admits (256). While they do, pods
 // of the golden corpus created through the real API server must be admitted
 // and mutated, and the process's peak RSS (VmHWM) must stay below the
-// chart's memory limit. The first review must be refused, unread, with
-// what it holds.
+// chart's memory limit. The first review must be refused, undecoded, in
+// the review (code 413), with what it holds.
 func TestProcessingMemoryHeld(t *testing.T) {
 	const ns = "processing"
 	in := newInstance(t, "processing", instanceOptions{
@@ -79,8 +79,8 @@ func TestProcessingMemoryHeld(t *testing.T) {
 	huge := tinyContainersReview(t, ns, 75000)
 	answers := holdLoad(t, in, ns, huge, (maxBuffered-maxBuffered/4)/len(huge))
 	for a := range answers {
-		if !strings.Contains(a, "HTTP 413 sandbox-webhook: processing this AdmissionReview") {
-			t.Errorf("the 75,000-container review was answered %s, want refused (413) with what it holds", a)
+		if !strings.Contains(a, "allowed=false patch=0KiB code=413 sandbox-webhook: processing this AdmissionReview") {
+			t.Errorf("the 75,000-container review was answered %s, want refused in the review (code 413) with what it holds", a)
 		}
 	}
 	atCap := tinyContainersReview(t, ns, 1000)
