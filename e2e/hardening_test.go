@@ -110,9 +110,8 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 	reviews := []struct {
 		name string
 		body []byte
-		// want is in every answer: a review too costly to process is
-		// refused in the review (code=413), one above the body limit
-		// unread (HTTP 413).
+		// want is in every answer: each review is too costly to
+		// process, and refused in the review (code=413) undecoded.
 		want string
 	}{
 		{"1,040,000 empty status.containerStatuses", reviewOf(t, ns, admissionv1.Create, "",
@@ -125,9 +124,9 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		{"100,000 empty topologySpreadConstraints", reviewOf(t, ns, admissionv1.Create, "",
 			podWith(ns, "", "", `"topologySpreadConstraints":[`+repeated("{}", 100_000)+`]`, ""), nil), "code=413"},
 		{"one 3.1 MB annotation", reviewOf(t, ns, admissionv1.Create, "",
-			podWith(ns, `"annotations":{"a":"`+long+`"}`, "", "", ""), nil), "HTTP 413"},
+			podWith(ns, `"annotations":{"a":"`+long+`"}`, "", "", ""), nil), "code=413"},
 		{"one 3.1 MB env value", reviewOf(t, ns, admissionv1.Create, "",
-			podWith(ns, "", `"env":[{"name":"A","value":"`+long+`"}]`, "", ""), nil), "HTTP 413"},
+			podWith(ns, "", `"env":[{"name":"A","value":"`+long+`"}]`, "", ""), nil), "code=413"},
 	}
 
 	ctx, stop := context.WithTimeout(t.Context(), 3*time.Minute)
