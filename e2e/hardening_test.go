@@ -94,7 +94,9 @@ func repeated(elem string, n int) string {
 // update, 100,000 empty topologySpreadConstraints), reviews of one 3 MB
 // string, unfinished 1 MiB header lines on the metrics and health ports,
 // and idle keep-alive connections from five sources, more than the webhook
-// port holds. While they run, corpus pods created through the real API
+// port holds; and, from four more sources, connections that never send a
+// byte, filling the metrics and health ports' totals. A scrape and a
+// readiness probe must still get through. While they run, corpus pods created through the real API
 // server must be admitted and mutated, and the process's peak RSS (VmHWM)
 // must stay below the chart's memory limit.
 func TestThirdRoundAttacksHeld(t *testing.T) {
@@ -192,8 +194,40 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		}
 	}
 
+	// Connections that never send a byte, from four more sources: as many
+	// as the metrics and health ports hold from a source (16), which
+	// together fill their total (64), and 100 each on the webhook port,
+	// each reconnecting when it is dropped. A scraper, the kubelet and the
+	// API server must still get in: a connection that has sent no request
+	// head for 5 s gives its room to a new one.
+	var silent atomic.Int64
+	for src := 6; src < 10; src++ {
+		d := attackDialer(src)
+		for _, port := range []struct {
+			addr string
+			n    int
+		}{
+			{fmt.Sprintf("127.0.0.1:%d", in.webhook.MetricsPort), probeConnsPerSource},
+			{fmt.Sprintf("127.0.0.1:%d", in.webhook.HealthPort), probeConnsPerSource},
+			{in.webhook.Address(), 100},
+		} {
+			for range port.n {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						if c, err := d.DialContext(ctx, "tcp", port.addr); err == nil {
+							silent.Add(1)
+							hold(ctx, c)
+							c.Close()
+						}
+						pause(ctx, 100*time.Millisecond)
+					}
+				})
+			}
+		}
+	}
+
 	waitFor(t, "the attacks to get going", func() (bool, string) {
-		return sent.Load() >= int64(len(reviews)) && idle.Load() >= 1000 && heads.Load() >= 32,
+		return sent.Load() >= int64(len(reviews)) && idle.Load() >= 1000 && heads.Load() >= 32 && silent.Load() >= 4*(2*probeConnsPerSource+100),
 			fmt.Sprintf("%d reviews answered, %d idle connections held, %d header lines sent", sent.Load(), idle.Load(), heads.Load())
 	})
 	admitted := 0
@@ -214,10 +248,28 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 			t.Fatal("the webhook process died under the attacks")
 		}
 	}
-	metrics, err := in.webhook.Metrics(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	// Monitoring is not blinded: a scrape and a readiness probe, each on a
+	// connection of its own as a scraper and the kubelet open them, get
+	// their answer (a refused connection is tried again, as the next
+	// scrape or probe would be).
+	var metrics string
+	var scrapeTries int
+	waitFor(t, "a scrape and a readiness probe under the attacks", func() (bool, string) {
+		scrapeTries++
+		m, err := in.webhook.Metrics(t.Context())
+		if err != nil {
+			return false, fmt.Sprintf("scrape: %v", err)
+		}
+		metrics = m
+		code, _, err := in.webhook.Readyz(t.Context())
+		return err == nil && code == http.StatusOK, fmt.Sprintf("readyz: %d %v", code, err)
+	})
+	// Without the rule they got through only in a gap of the attack, after
+	// 29 tries (100 ms apart) in one run.
+	if scrapeTries > 3 {
+		t.Errorf("a scrape and a readiness probe got through after %d tries, want at most 3", scrapeTries)
 	}
+	t.Logf("a scrape and a readiness probe got through after %d tries", scrapeTries)
 	stop()
 	wg.Wait()
 	after := procMemory(t, pid)
@@ -277,6 +329,10 @@ func postReview(ctx context.Context, client *http.Client, url string, body []byt
 	}
 	return answer, true
 }
+
+// probeConnsPerSource is the metrics and health ports' cap per source
+// (the server's probeConnLimits).
+const probeConnsPerSource = 16
 
 // unfinishedHeader sends, from 127.0.0.2 over plain HTTP, a request head
 // whose one header line is n bytes long and never ends, calls reached once

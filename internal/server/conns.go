@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -21,6 +22,10 @@ import (
 type connLimits struct {
 	// Total and PerSource are the caps; PerSource is at most Total.
 	Total, PerSource int
+	// EvictBusy lets a connection beyond the total take the room of the
+	// longest open connection of the source holding the most, busy or
+	// not: only for ports whose requests are safe to fail and send again.
+	EvictBusy bool
 }
 
 // The webhook port's caps. The API server opens a connection per admission
@@ -41,9 +46,20 @@ const (
 // fails that request (a POST is not retried).
 const minIdleToEvict = time.Second
 
+// minAgeToEvictUnrequested is how long a connection may stay open without
+// sending one whole request head before a new connection may take its room,
+// busy or not: the API server sends its head within milliseconds of
+// connecting, so a connection that has sent none for this long is a client
+// that holds room without asking anything of the server (the head's own
+// deadline, readHeaderTimeout, closes it later still).
+var minAgeToEvictUnrequested = 5 * time.Second
+
 // The metrics and health ports' caps: a scraper or two and the kubelet's
-// probes, a connection or two each.
-var probeConnLimits = connLimits{Total: 64, PerSource: 16}
+// probes, a connection or two each. Their requests are GETs a scraper or
+// the kubelet sends again, so a connection beyond the total may also take
+// the room of a busy connection of the source holding the most
+// (evictBusy): no set of sources can keep the kubelet or a scraper out.
+var probeConnLimits = connLimits{Total: 64, PerSource: 16, EvictBusy: true}
 
 // limitListener is a net.Listener that holds at most limits.Total
 // connections at once, and limits.PerSource from one source IP. Its
@@ -65,12 +81,15 @@ func newLimitListener(l net.Listener, limits connLimits, refused prometheus.Coun
 }
 
 // Accept returns the next connection within the caps. One beyond a cap
-// takes the room of the longest idle keep-alive connection of its own
-// source (beyond the per-source cap) or of the source holding the most
-// (beyond the total), when that source holds more than its own: closing an
-// idle connection loses no request, and the API server, which reuses its
-// connections, holds fewer than a client hoarding them. Otherwise it is
-// closed at once.
+// takes the room, in this order, of: a connection of its own source
+// (beyond the per-source cap) or of any source (beyond the total) that has
+// sent no whole request head in minAgeToEvictUnrequested; the longest idle
+// keep-alive connection of its own source, or of the source holding the
+// most when that source holds more than its own; on a port that allows it
+// (EvictBusy), the longest open connection of that source. Closing an idle
+// connection loses no request, the API server, which reuses its
+// connections, holds fewer than a client hoarding them, and it sends its
+// heads at once. Otherwise the new connection is closed at once.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -97,21 +116,21 @@ func (l *limitListener) admit(c net.Conn) *limitedConn {
 	defer l.mu.Unlock()
 	mine := len(l.bySource[src])
 	if mine >= l.limits.PerSource {
-		if !l.evictIdle(src) {
+		if !l.evictUnrequested(src) && !l.evictIdle(src) {
 			return nil
 		}
-	} else if l.open >= l.limits.Total {
+	} else if l.open >= l.limits.Total && !l.evictUnrequested("") {
 		busiest, most := "", 0
 		for s, conns := range l.bySource {
 			if len(conns) > most {
 				busiest, most = s, len(conns)
 			}
 		}
-		if most <= mine+1 || !l.evictIdle(busiest) {
+		if most <= mine+1 || !l.evictIdle(busiest) && !(l.limits.EvictBusy && l.evictOldest(busiest)) {
 			return nil
 		}
 	}
-	lc := &limitedConn{Conn: c, l: l, src: src}
+	lc := &limitedConn{Conn: c, l: l, src: src, opened: time.Now()}
 	if l.bySource[src] == nil {
 		l.bySource[src] = map[*limitedConn]struct{}{}
 	}
@@ -130,11 +149,51 @@ func (l *limitListener) evictIdle(src string) bool {
 			oldest = c
 		}
 	}
-	if oldest == nil {
+	return l.evict(oldest)
+}
+
+// evictUnrequested closes the oldest connection of src (of any source when
+// src is "") that has been open for minAgeToEvictUnrequested without
+// sending a whole request head, and reports whether there was one. l.mu is
+// held.
+func (l *limitListener) evictUnrequested(src string) bool {
+	var oldest *limitedConn
+	pick := func(conns map[*limitedConn]struct{}) {
+		for c := range conns {
+			if !c.requested && time.Since(c.opened) >= minAgeToEvictUnrequested && (oldest == nil || c.opened.Before(oldest.opened)) {
+				oldest = c
+			}
+		}
+	}
+	if src != "" {
+		pick(l.bySource[src])
+	} else {
+		for _, conns := range l.bySource {
+			pick(conns)
+		}
+	}
+	return l.evict(oldest)
+}
+
+// evictOldest closes the longest open connection of src, busy or not.
+// l.mu is held.
+func (l *limitListener) evictOldest(src string) bool {
+	var oldest *limitedConn
+	for c := range l.bySource[src] {
+		if oldest == nil || c.opened.Before(oldest.opened) {
+			oldest = c
+		}
+	}
+	return l.evict(oldest)
+}
+
+// evict closes c, if any, and takes it out of the count. l.mu is held.
+func (l *limitListener) evict(c *limitedConn) bool {
+	if c == nil {
 		return false
 	}
-	l.forget(oldest)
-	_ = oldest.Conn.Close() // its server goroutine sees the read fail and ends
+	l.forget(c)
+	_ = c.Conn.Close() // its server goroutine sees the read fail and ends
 	return true
 }
 
@@ -169,6 +228,34 @@ func (l *limitListener) ConnState(c net.Conn, st http.ConnState) {
 	}
 }
 
+type connKey struct{}
+
+// ConnContext keeps the connection in its requests' context, for
+// Requested: to be set as the http.Server's ConnContext.
+func (l *limitListener) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// Requested wraps the server's handler: it records that the connection of
+// each request has sent a whole request head, so that its room is no
+// longer taken for a new connection's unless it is idle.
+func (l *limitListener) Requested(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			l.mu.Lock()
+			lc.requested = true
+			l.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // sourceOf is the IP a connection comes from.
 func sourceOf(c net.Conn) string {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -187,9 +274,12 @@ type limitedConn struct {
 	net.Conn
 	l   *limitListener
 	src string
-	// idle and idleSince are guarded by l.mu.
+	opened time.Time
+	// idle, idleSince and requested (a whole request head arrived) are
+	// guarded by l.mu.
 	idle      bool
 	idleSince time.Time
+	requested bool
 }
 
 func (c *limitedConn) Close() error {

@@ -249,3 +249,99 @@ func TestAPIServerBurstLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestUnrequestedAndBusyEviction: beyond the total, a new connection takes
+// the room of one that has sent no whole request head for
+// minAgeToEvictUnrequested, of any source, before anything else; a busy
+// connection that sent its request keeps its room on the webhook port,
+// and gives it up on a port that allows it (EvictBusy), to a source holding
+// fewer.
+func TestUnrequestedAndBusyEviction(t *testing.T) {
+	defer func(d time.Duration) { minAgeToEvictUnrequested = d }(minAgeToEvictUnrequested)
+	minAgeToEvictUnrequested = 200 * time.Millisecond
+	for _, evictBusy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("evictBusy=%v", evictBusy), func(t *testing.T) {
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newLimitListener(tcp, connLimits{Total: 4, PerSource: 4, EvictBusy: evictBusy},
+				prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}))
+			release := make(chan struct{})
+			srv := &http.Server{
+				Handler: l.Requested(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					<-release // busy until the test ends
+				})),
+				ConnState:   l.ConnState,
+				ConnContext: l.ConnContext,
+			}
+			go func() { _ = srv.Serve(l) }()
+			t.Cleanup(func() { close(release); _ = srv.Close() })
+			dial := func(src string) net.Conn {
+				t.Helper()
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+				c, err := d.Dial("tcp", tcp.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			// closed reports whether the server closed c within a second.
+			closed := func(c net.Conn) bool {
+				_ = c.SetReadDeadline(time.Now().Add(time.Second))
+				_, err := c.Read(make([]byte, 1))
+				return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+			}
+			// Source .2 holds three busy connections that sent a request,
+			// source .3 one that sends half a head and stalls.
+			var busy []net.Conn
+			for range 3 {
+				c := dial("127.0.0.2")
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+				busy = append(busy, c)
+			}
+			stalled := dial("127.0.0.3")
+			fmt.Fprintf(stalled, "GET / HTTP/1.1\r\nHost: x\r\n")
+			eventually(t, "the four connections to be counted, three requested", func() bool {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				n := 0
+				for _, conns := range l.bySource {
+					for c := range conns {
+						if c.requested {
+							n++
+						}
+					}
+				}
+				return l.open == 4 && n == 3
+			})
+			time.Sleep(minAgeToEvictUnrequested)
+
+			// A new source takes the stalled connection's room, and sends
+			// its request.
+			first := dial("127.0.0.4")
+			fmt.Fprintf(first, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if !closed(stalled) {
+				t.Fatal("the connection that sent no whole head in time kept its room")
+			}
+			if closed(first) {
+				t.Fatal("the new connection was refused beside a stalled one")
+			}
+			// Another new source: only busy connections are left.
+			second := dial("127.0.0.5")
+			if got := closed(second); got == evictBusy {
+				t.Errorf("beyond the total with only busy connections: new connection closed %v, want %v", got, !evictBusy)
+			}
+			evicted := 0
+			for _, c := range busy {
+				if closed(c) {
+					evicted++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[evictBusy]; evicted != want {
+				t.Errorf("%d busy connections closed, want %d", evicted, want)
+			}
+		})
+	}
+}

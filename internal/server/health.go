@@ -151,8 +151,9 @@ func (s *server) portServer(name string, l net.Listener, h http.Handler) *manage
 		Name:     name,
 		Listener: limited,
 		Server: &http.Server{
-			Handler:           h,
+			Handler:           limited.Requested(h),
 			ConnState:         limited.ConnState,
+			ConnContext:       limited.ConnContext,
 			ErrorLog:          httpErrorLog(s.log.WithName(name)),
 			MaxHeaderBytes:    maxHeaderBytes,
 			ReadHeaderTimeout: readHeaderTimeout,

@@ -85,7 +85,8 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return base },
-		Handler:           mux,
+		Handler:           limited.Requested(mux),
+		ConnContext:       limited.ConnContext,
 		ErrorLog:          s.errorLog,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout,
