@@ -272,8 +272,8 @@ func sourceOf(c net.Conn) string {
 // room back.
 type limitedConn struct {
 	net.Conn
-	l   *limitListener
-	src string
+	l      *limitListener
+	src    string
 	opened time.Time
 	// idle, idleSince and requested (a whole request head arrived) are
 	// guarded by l.mu.
