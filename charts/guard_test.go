@@ -2,6 +2,7 @@ package charts
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -62,6 +63,19 @@ webhook:
 	b := one[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, r)
 	if b.Spec.PolicyName != vap.Name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
 		t.Errorf("binding %+v", b.Spec)
+	}
+	// The guard's parameter is the webhook configuration: without it (an
+	// uninstall deletes it first, or an operator switches the webhook
+	// off), the guard refuses nothing.
+	if pk := vap.Spec.ParamKind; pk == nil || pk.APIVersion != "admissionregistration.k8s.io/v1" || pk.Kind != "MutatingWebhookConfiguration" {
+		t.Errorf("the guard's paramKind %+v", pk)
+	}
+	if pr := b.Spec.ParamRef; pr == nil || pr.Name != mwc.Name || pr.Namespace != "" || pr.Selector != nil ||
+		pr.ParameterNotFoundAction == nil || *pr.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+		t.Errorf("the guard's paramRef %+v, want the webhook configuration %s, Allow when it is gone", pr, mwc.Name)
+	}
+	if msg := vap.Spec.Validations[0].Message; !strings.HasSuffix(msg, "kubectl delete mutatingwebhookconfiguration "+mwc.Name) {
+		t.Errorf("the guard's message %q does not end with the command that switches the webhook off", msg)
 	}
 	if args := deploymentContainer(t, r).Args; !slices.Contains(args, "--status-always=true") {
 		t.Errorf("the server lacks --status-always: %v", args)

@@ -208,6 +208,51 @@ func TestChartExistingSecretURL(t *testing.T) {
 		t.Errorf("pod without the sandbox label was changed:%s", joinProblems(p))
 	}
 	d.checkNoForbidden(t)
+
+	// helm uninstall with the chart's defaults (webhook.guard on) under a
+	// stream of sandbox pod creates: none is refused. Helm deletes the
+	// webhook configuration first and the guard's policies after it; the
+	// guard, whose parameter is the configuration, refuses nothing once it
+	// is gone.
+	refused, total, first := createStream(t, podNS, func() { r.uninstall(t) })
+	t.Logf("helm uninstall: %d of %d creates refused", refused, total)
+	if refused > 0 {
+		t.Errorf("helm uninstall refused %d of %d sandbox pod creates; the first: %v", refused, total, first)
+	}
+}
+
+// createStream creates sandbox pods in ns one after another, 20 ms apart
+// (dry runs: the admission chain runs whole, nothing is stored), from half
+// a second before during until a second after it, and returns how many
+// were refused, how many were sent and the first refusal.
+func createStream(t *testing.T, ns string, during func()) (refused, total int, first error) {
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), sandboxPod(ns, fmt.Sprintf("stream-%d", i)),
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			total++
+			if err != nil {
+				refused++
+				if first == nil {
+					first = err
+				}
+			}
+		}
+	})
+	time.Sleep(500 * time.Millisecond)
+	during()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	return refused, total, first
 }
 
 // TestChartSelfManaged: the chart in selfManaged mode with webhook.url at a
@@ -332,6 +377,10 @@ func TestChartSelfManaged(t *testing.T) {
 type chartRelease struct {
 	name, namespace, fullname string
 	rel                       *releasev1.Release
+	// uninstall runs `helm uninstall` and checks that everything the
+	// release installed is gone; once, whether the test calls it or its
+	// cleanup does.
+	uninstall func(t *testing.T)
 }
 
 // installChart installs the chart with the Helm SDK as `helm install release
@@ -381,20 +430,25 @@ func installChart(t *testing.T, release string, values map[string]any) *chartRel
 	if r.rel.Info.Status != rcommon.StatusDeployed {
 		t.Fatalf("release %s is %s, want deployed", release, r.rel.Info.Status)
 	}
-	t.Cleanup(func() {
-		u := action.NewUninstall(cfg)
-		u.WaitStrategy = kube.HookOnlyStrategy
-		u.Timeout = time.Minute
-		if _, err := u.Run(release); err != nil {
-			t.Errorf("helm uninstall %s: %v\nHelm's log:\n%s", release, err, helmLog.String())
-			return
-		}
-		for _, o := range r.objects(t) {
-			if _, err := o.get(context.Background()); !apierrors.IsNotFound(err) {
-				t.Errorf("%s is still there after helm uninstall: %v", o, err)
+	var once sync.Once
+	r.uninstall = func(t *testing.T) {
+		once.Do(func() {
+			objects := r.objects(t)
+			u := action.NewUninstall(cfg)
+			u.WaitStrategy = kube.HookOnlyStrategy
+			u.Timeout = time.Minute
+			if _, err := u.Run(release); err != nil {
+				t.Errorf("helm uninstall %s: %v\nHelm's log:\n%s", release, err, helmLog.String())
+				return
 			}
-		}
-	})
+			for _, o := range objects {
+				if _, err := o.get(context.Background()); !apierrors.IsNotFound(err) {
+					t.Errorf("%s is still there after helm uninstall: %v", o, err)
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { r.uninstall(t) })
 	return r
 }
 
@@ -519,6 +573,8 @@ func (r *chartRelease) checkObjects(t *testing.T, mode string) {
 		"ServiceAccount " + ns + "/" + f,
 		"ValidatingAdmissionPolicy " + f + "-guard",
 		"ValidatingAdmissionPolicyBinding " + f + "-guard",
+		"MutatingAdmissionPolicy " + f + "-unmark",
+		"MutatingAdmissionPolicyBinding " + f + "-unmark",
 	}
 	switch mode {
 	case modeCertManager:

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,7 +91,85 @@ func TestGuard(t *testing.T) {
 	in.install(t, in.mwc)
 
 	forgedWhileDown(t, in, ns)
-	webhookDown(t, in, ns, "ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook")
+	webhookDown(t, in, ns, "ValidatingAdmissionPolicy", "guard-sandbox-webhook-guard", "no replica of the sandbox-webhook",
+		"kubectl delete mutatingwebhookconfiguration "+in.mwc.Name)
+	breakGlass(t, in, ns)
+}
+
+// breakGlass: with no replica answering, the guard refuses sandbox pods;
+// deleting the webhook configuration, the break-glass the refusal names
+// (and what `helm uninstall` deletes first), switches the guard off with
+// it. Under a stream of creates, none that starts after the deletion
+// returns is refused.
+func breakGlass(t *testing.T, in *instance, ns string) {
+	t.Helper()
+	if err := in.webhook.Stop(); err != nil {
+		t.Fatalf("stopping the webhook: %v", err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "down"), dry); err == nil {
+		t.Fatal("a sandbox pod was admitted with the webhook down and its configuration in place")
+	}
+	type result struct {
+		afterDelete bool
+		err         error
+	}
+	var deleted atomic.Bool
+	results := make(chan result, 1000)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			after := deleted.Load()
+			_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, fmt.Sprintf("glass-%d", i)), dry)
+			results <- result{after, err}
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	if err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(t.Context(), in.mwc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted.Store(true)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	close(results)
+	var before, after, refusedBefore, refusedAfter int
+	var firstErr error
+	for r := range results {
+		if r.afterDelete {
+			after++
+			if r.err != nil {
+				refusedAfter++
+				firstErr = cmp.Or(firstErr, r.err)
+			}
+		} else {
+			before++
+			if r.err != nil {
+				refusedBefore++
+			}
+		}
+	}
+	t.Logf("break-glass: %d of %d creates refused before the configuration was deleted, %d of %d after", refusedBefore, before, refusedAfter, after)
+	if refusedBefore != before || before == 0 {
+		t.Errorf("with the webhook down, %d of %d creates were refused, want all", refusedBefore, before)
+	}
+	if refusedAfter > 0 || after == 0 {
+		t.Errorf("after the webhook configuration was deleted, %d of %d creates were refused, want none; the first: %v", refusedAfter, after, firstErr)
+	}
+
+	in.install(t, in.mwc)
+	if err := in.webhook.Start(t.Context()); err != nil {
+		t.Fatalf("restarting the webhook: %v", err)
+	}
+	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // forgedWhileDown creates, with no replica answering, a sandbox pod that
