@@ -27,7 +27,10 @@ import (
 //     refused in the review (413), not left to the failure policy, so it
 //     is not admitted unmutated;
 //   - 700 env entries (22 KB, with the managedFields the API server adds):
-//     an ordinary pod under the documented caps, mutated.
+//     an ordinary pod under the documented caps, mutated; so are 1,000 env
+//     entries and 400 containers, what docs/serve.md states the default
+//     budget answers through the API server, and 5,000 env entries are
+//     refused by the webhook itself.
 func TestFourthRoundAttacksHeld(t *testing.T) {
 	const ns = "trust"
 	newInstance(t, "trust", instanceOptions{
@@ -63,13 +66,40 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 		t.Errorf("the refusal %q is not the webhook's (the guard's would mean it failed open)", err)
 	}
 
-	env := forged(sandboxPod(ns, "many-env"))
-	for i := range 700 {
-		env.Spec.Containers[0].Env = append(env.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%d", i), Value: "v"})
+	withEnv := func(name string, n int) *corev1.Pod {
+		pod := forged(sandboxPod(ns, name))
+		for i := range n {
+			pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%d", i), Value: "v"})
+		}
+		return pod
 	}
-	got := createPod(t, env)
+	got := createPod(t, withEnv("many-env", 700))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("a pod with 700 env entries:%s", joinProblems(p))
+	}
+
+	// What docs/serve.md states is answered through the API server with
+	// the default budget: 1,000 env entries in a container, 400
+	// containers; beyond the budget, the webhook refuses the pod itself.
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	many := sandboxPod(ns, "many-containers")
+	c := many.Spec.Containers[0]
+	many.Spec.Containers = nil
+	for i := range 400 {
+		c.Name = fmt.Sprintf("c%d", i)
+		many.Spec.Containers = append(many.Spec.Containers, c)
+	}
+	for _, pod := range []*corev1.Pod{withEnv("env-1000", 1000), many} {
+		got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, dry)
+		if err != nil {
+			t.Errorf("%s: %v", pod.Name, err)
+		} else if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
+			t.Errorf("%s:%s", pod.Name, joinProblems(p))
+		}
+	}
+	_, err = suite.cs.CoreV1().Pods(ns).Create(t.Context(), withEnv("env-5000", 5000), dry)
+	if err == nil || !strings.Contains(err.Error(), `admission webhook "pods.sandbox-webhook.io" denied the request`) || !strings.Contains(err.Error(), "--max-buffered-bytes") {
+		t.Errorf("a pod with 5,000 env entries: %v, want the webhook's refusal", err)
 	}
 
 	// The replica that refused the quantity serves the next pod at once.
