@@ -230,9 +230,9 @@ func (p *pipeline) finish(rendered *renderer, out, errOut io.Writer) error {
 	if p.o.output == "summary" {
 		p.summary.write(out, p.o.predict)
 	}
-	// "--check:", the flag's first name, as the golden files have it.
+	// "--predict:", the flag's name (--check is its deprecated alias).
 	if p.o.predict && p.rejected > 0 {
-		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--check: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
+		return &command.ExitCodeError{Code: command.ExitRejected, Err: fmt.Errorf("--predict: the apiserver would reject %d of %d pods", p.rejected, p.pods)}
 	}
 	return nil
 }

@@ -175,7 +175,7 @@ func (s *fleetSummary) write(w io.Writer, check bool) {
 		r.Line("namespaces: %d not in --namespaces: their labels were not seen", s.unknownNamespaces)
 	}
 	if check {
-		r.Line("--check: %d would be rejected", s.rejected)
+		r.Line("--predict: %d would be rejected", s.rejected)
 		s.rejectReasons.writeTop(r, "  ")
 	}
 }
