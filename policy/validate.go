@@ -137,6 +137,12 @@ func validateSelector(ls *metav1.LabelSelector, fld *field.Path) field.ErrorList
 		return nil
 	}
 	errs := metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, fld)
+	for _, e := range errs {
+		// apimachinery's message does not say which operators there are.
+		if e.Type == field.ErrorTypeInvalid && strings.HasSuffix(e.Field, ".operator") {
+			e.Detail += ": must be one of In, NotIn, Exists, DoesNotExist"
+		}
+	}
 	if len(errs) == 0 {
 		if _, err := metav1.LabelSelectorAsSelector(ls); err != nil {
 			errs = append(errs, field.Invalid(fld, ls, err.Error()))
@@ -362,6 +368,13 @@ func validateEnv(env []EnvVar, fld *field.Path) field.ErrorList {
 			seen[e.Name] = fld
 		}
 		errs = append(errs, each(validation.IsEnvVarName, e.Name, name)...)
+		if e.Value == "" && e.OnConflict != Override {
+			// Without onConflict override, an empty value only adds an
+			// empty variable to the containers that lack it: a value left
+			// out by mistake. With override it clears the variable.
+			errs = append(errs, field.Required(fld.Child("value"),
+				"the value to set, such as copy (an empty value is allowed with onConflict: override, which clears the variable)"))
+		}
 		errs = append(errs, oneOf(fld.Child("onConflict"), e.OnConflict, conflictActions...)...)
 	}
 	return errs
