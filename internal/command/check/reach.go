@@ -101,7 +101,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 				Policy: p.Name(),
 				Block:  b.name,
 				Reason: fmt.Sprintf("the pods it selects (labels %s) are never sent to the webhook: %s", cmp.Or(witness(b.pod).String(), "any"), strings.Join(reasons, "; ")),
-				Fix:    "set webhook.objectSelector and webhook.namespaceSelector so that they select these pods too (docs/install.md, choosing the selector), or change the policy's match",
+				Fix:    "set webhook.objectSelector and webhook.namespaceSelector so that they select these pods too (docs/install.md#which-pods-are-mutated-opting-in), or change the policy's match",
 			})
 		}
 	}

@@ -117,7 +117,7 @@ func selects(w *admissionregistrationv1.MutatingWebhook, pod *corev1.Pod, ns *co
 		}
 		if !sel.Matches(labels.Set(pod.Labels)) {
 			return fmt.Sprintf("the pod's labels do not match the objectSelector (%s)", sel),
-				"label the pod's template to match the objectSelector, or set webhook.objectSelector to select these pods (docs/install.md: choosing the selector)", false
+				"label the pod's template to match the objectSelector, or set webhook.objectSelector to select these pods (docs/install.md#which-pods-are-mutated-opting-in)", false
 		}
 	}
 	return "", "", false
