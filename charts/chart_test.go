@@ -908,11 +908,11 @@ func TestContradictoryValuesFail(t *testing.T) {
 	}, {
 		name:   "empty objectSelector",
 		values: `{webhook: {objectSelector: {matchLabels: null}}}`,
-		want:   "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean",
+		want:   "webhook.objectSelector selects every pod and no webhook.matchConditions narrow it: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.matchConditions that select the sandbox pods (for pods with one label or another), or webhook.allowEmptyObjectSelector=true if every pod of those namespaces is a sandbox",
 	}, {
 		name:   "objectSelector with only an empty matchExpressions",
 		values: `{webhook: {objectSelector: {matchLabels: null, matchExpressions: []}}}`,
-		want:   "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean",
+		want:   "webhook.objectSelector selects every pod and no webhook.matchConditions narrow it: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.matchConditions that select the sandbox pods (for pods with one label or another), or webhook.allowEmptyObjectSelector=true if every pod of those namespaces is a sandbox",
 	}, {
 		name:   "PDB that blocks every eviction",
 		values: `{replicaCount: 1}`,

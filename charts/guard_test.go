@@ -116,3 +116,31 @@ webhook:
 		}
 	}
 }
+
+// TestMatchConditionsNarrowAnEmptyObjectSelector: pods with one label or
+// another are selected with an empty objectSelector and matchConditions
+// that say which; the chart accepts that without allowEmptyObjectSelector,
+// and copies the conditions into both pods entries and the guard (the
+// ephemeral containers entry keeps its own).
+func TestMatchConditionsNarrowAnEmptyObjectSelector(t *testing.T) {
+	const expr = "object.metadata.?labels[?'app'].orValue('') == 'sandbox' || 'agents.x-k8s.io/sandbox-name-hash' in object.metadata.?labels.orValue({})"
+	r := mustRender(t, `
+webhook:
+  objectSelector: {matchLabels: null}
+  matchConditions:
+    - name: sandbox-pods
+      expression: "`+expr+`"
+`)
+	mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+	for _, w := range mwc.Webhooks[:2] {
+		if w.ObjectSelector != nil && (len(w.ObjectSelector.MatchLabels) > 0 || len(w.ObjectSelector.MatchExpressions) > 0) {
+			t.Errorf("%s: objectSelector %+v, want empty", w.Name, w.ObjectSelector)
+		}
+		if len(w.MatchConditions) == 0 || w.MatchConditions[0].Expression != expr {
+			t.Errorf("%s: match conditions %+v", w.Name, w.MatchConditions)
+		}
+	}
+	if vap := one[*admissionregistrationv1.ValidatingAdmissionPolicy](t, r); len(vap.Spec.MatchConditions) != 1 || vap.Spec.MatchConditions[0].Expression != expr {
+		t.Errorf("the guard's conditions %+v", vap.Spec.MatchConditions)
+	}
+}

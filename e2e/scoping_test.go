@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
 // Case 3: non-sandbox pods, kube-system and the webhook's own namespace are
@@ -109,5 +112,44 @@ func TestScopingWithoutConfigExclusions(t *testing.T) {
 		if after := in.metric(t, "sandbox_webhook_admission_requests_total"); after <= before {
 			t.Errorf("the pod in %s was not sent to the webhook (requests %v → %v), so this proves nothing", ns, before, after)
 		}
+	}
+}
+
+// TestMixedFleetMatchConditions: the narrow route for a mixed fleet, as
+// docs/install.md gives it: an empty objectSelector and webhook.matchConditions
+// that send pods with one label or another (app=sandbox, or agent-sandbox's
+// sandbox-name-hash), with the fleet policy. Both kinds of sandbox pod are
+// mutated through the API server; agent-sandbox's router (app=sandbox-router)
+// is never sent, so it is created untouched, without even the status the
+// guard's answers write.
+func TestMixedFleetMatchConditions(t *testing.T) {
+	const ns = "mixed-fleet"
+	fleet, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newInstance(t, "mixed-fleet", instanceOptions{
+		namespaces:     []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		policies:       fleet,
+		objectSelector: &metav1.LabelSelector{},
+		values: map[string]any{"webhook": map[string]any{
+			"guard": map[string]any{"enabled": true},
+			"matchConditions": []any{map[string]any{
+				"name":       "sandbox-pods",
+				"expression": "object.metadata.?labels[?'app'].orValue('') == 'sandbox' || 'agents.x-k8s.io/sandbox-name-hash' in object.metadata.?labels.orValue({})",
+			}},
+		}},
+	})
+	agent := plainPod(ns, "agent-sandbox")
+	agent.Labels = map[string]string{"agents.x-k8s.io/sandbox-name-hash": "abc123"}
+	for _, pod := range []*corev1.Pod{sandboxPod(ns, "harbor-style"), agent} {
+		if p := seedProblems(createPod(t, pod), corev1.StorageMediumMemory); len(p) > 0 {
+			t.Errorf("%s:%s", pod.Name, joinProblems(p))
+		}
+	}
+	router := plainPod(ns, "router")
+	router.Labels = map[string]string{"app": "sandbox-router"}
+	if p := untouchedProblems(createPod(t, router)); len(p) > 0 {
+		t.Errorf("the router was sent to the webhook:%s", joinProblems(p))
 	}
 }

@@ -130,8 +130,8 @@ bad types. Included by every template so that any render fails the same way.
 {{- fail "no policies: set policies.inline (SandboxPolicy files by name) or policies.existingConfigMap; without policies the webhook would change nothing" -}}
 {{- end -}}
 {{- $objectSelector := $v.webhook.objectSelector | default dict -}}
-{{- if and (not $v.webhook.allowEmptyObjectSelector) (not $objectSelector.matchLabels) (not $objectSelector.matchExpressions) -}}
-{{- fail "webhook.objectSelector selects every pod: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.allowEmptyObjectSelector=true if that is what you mean" -}}
+{{- if and (not $v.webhook.allowEmptyObjectSelector) (not $objectSelector.matchLabels) (not $objectSelector.matchExpressions) (not $v.webhook.matchConditions) -}}
+{{- fail "webhook.objectSelector selects every pod and no webhook.matchConditions narrow it: while the webhook is down, with failurePolicy=Fail, no pod could be created in any namespace it sees (cert-manager's and the CNI's included); set webhook.objectSelector.matchLabels or matchExpressions, or webhook.matchConditions that select the sandbox pods (for pods with one label or another), or webhook.allowEmptyObjectSelector=true if every pod of those namespaces is a sandbox" -}}
 {{- end -}}
 {{- $drain := add $v.server.shutdownDelaySeconds $v.server.idleDrainSeconds $v.webhook.timeoutSeconds 5 -}}
 {{- if lt (int $v.terminationGracePeriodSeconds) (int $drain) -}}
