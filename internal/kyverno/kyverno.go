@@ -76,9 +76,13 @@ type Result struct {
 	// documents and rules not converted at all (validate rules, other
 	// kinds, CEL policies).
 	LeftOut, Refused []Finding
-	// Rules counts the mutate rules read, and Converted those converted
-	// whole.
-	Rules, Converted int
+	// Differences lists the parts converted with a difference the reader
+	// should know (each says what Kyverno did and what sandbox-webhook
+	// does): converted, not left out.
+	Differences []Finding
+	// Rules counts the mutate rules read, Converted those converted whole,
+	// and ConvertedWithDifference those of them with a difference.
+	Rules, Converted, ConvertedWithDifference int
 }
 
 // Exact reports whether every mutate rule converted exactly and nothing was

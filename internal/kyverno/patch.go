@@ -372,7 +372,7 @@ func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, 
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Override, true
 		case "+(value)":
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Keep, true
-			r.leave(path.Child(k), fmt.Sprintf("Kyverno keeps a container's own %s, but adds it without a value to a container that lacks it (the anchor guards the value, not the variable); converted as onConflict: keep, which sets the value there", name))
+			r.differs(path.Child(k), fmt.Sprintf("Kyverno keeps a container's own %s, but adds it without a value to a container that lacks it (the anchor guards the value, not the variable); onConflict: keep sets the value there", name))
 		default:
 			r.leave(path.Child(k), "not converted: a SandboxPolicy sets literal values (value, or +(value) when absent)")
 			return
@@ -420,14 +420,14 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 				inj.memory.Request = scalar(rl[rk])
 			}
 			if rk == "memory" {
-				r.leave(rp, fmt.Sprintf("replaces any memory %s the %s sets; sandbox-webhook keeps the %s's own and raises the headroom to what the pod asks for (converted so; +(memory) says add-if-absent)",
+				r.differs(rp, fmt.Sprintf("replaces any memory %s the %s sets; sandbox-webhook keeps the %s's own and raises the headroom to what the pod asks for (+(memory) says add-if-absent)",
 					strings.TrimSuffix(k, "s"), map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level],
 					map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level]))
 			}
 		}
 	}
 	if inj.memory != nil && level == policy.LevelContainer {
-		r.leave(path, "Kyverno sets each memory field a container lacks; sandbox-webhook's container level gives its limit and request only to a container without a memory limit, on a pod without pod-level memory, and never a limit below the container's request (converted so)")
+		r.differs(path, "Kyverno sets each memory field a container lacks; sandbox-webhook's container level gives its limit and request only to a container without a memory limit, on a pod without pod-level memory, and never a limit below the container's request")
 	}
 	if inj.memory != nil && inj.memory.Limit == "" {
 		r.leave(path, "a memory request without a limit: a SandboxPolicy's memory is a limit (with an optional request)")

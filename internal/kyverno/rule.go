@@ -81,8 +81,15 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		c.res.Rules++
 		if len(rc.leftOut) == 0 {
 			c.res.Converted++
+			if len(rc.differ) > 0 {
+				c.res.ConvertedWithDifference++
+			}
 		}
 		c.res.LeftOut = append(c.res.LeftOut, rc.leftOut...)
+		c.res.Differences = append(c.res.Differences, rc.differ...)
+		// Only a rule that injects something is named where the policy
+		// came from.
+		contributes := len(inj.volumes) > 0 || len(inj.env) > 0 || inj.memory != nil
 		key, _ := json.Marshal(struct {
 			M policy.Match
 			I bool
@@ -90,11 +97,24 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		if n := len(groups); n > 0 && groups[n-1].key == string(key) && groups[n-1].inj.compatible(inj) {
 			g := groups[n-1]
 			g.inj.add(inj)
-			g.rules = append(g.rules, rc.name)
+			if contributes {
+				g.rules = append(g.rules, rc.name)
+			}
 			g.notes = append(g.notes, rc.notes...)
 			continue
 		}
-		groups = append(groups, &group{key: string(key), match: m, inj: inj, rules: []string{rc.name}, notes: rc.notes})
+		g := &group{key: string(key), match: m, inj: inj, notes: rc.notes}
+		if contributes {
+			g.rules = []string{rc.name}
+		}
+		if n := len(groups); n > 0 && contributes {
+			why := "selects other pods (its match, exclude or init-container choice differs)"
+			if groups[n-1].key == string(key) {
+				why = "injects what the rules before it contest (the same volume, mount path or env name otherwise)"
+			}
+			g.notes = append(g.notes, fmt.Sprintf("a SandboxPolicy of its own: rule %s %s, and a SandboxPolicy has one match and one of each item", rc.name, why))
+		}
+		groups = append(groups, g)
 	}
 	c.res.LeftOut = append(c.res.LeftOut, policyLeftOut...)
 	var out []*converted
@@ -103,7 +123,7 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 			continue // nothing of it converted: the findings say why
 		}
 		n := name
-		if i > 0 {
+		if i > 0 && len(g.rules) > 0 {
 			n = name + "-" + sanitize(g.rules[0])
 		}
 		sp := policy.SandboxPolicy{Metadata: policy.Metadata{Name: n}}
@@ -137,12 +157,19 @@ type ruleConverter struct {
 	name    string
 	path    *field.Path
 	leftOut []Finding
+	differ  []Finding
 	notes   []string
 }
 
 // leave records a part of the rule that is not converted.
 func (r *ruleConverter) leave(path *field.Path, reason string) {
 	r.leftOut = append(r.leftOut, Finding{Source: r.source, Policy: r.label, Rule: r.name, Path: pathString(path), Reason: reason})
+}
+
+// differs records a part of the rule converted with a difference the
+// reader should know.
+func (r *ruleConverter) differs(path *field.Path, reason string) {
+	r.differ = append(r.differ, Finding{Source: r.source, Policy: r.label, Rule: r.name, Path: pathString(path), Reason: reason})
 }
 
 // Rule fields that say how Kyverno reports or runs the rule.

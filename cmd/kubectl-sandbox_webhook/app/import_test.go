@@ -30,6 +30,7 @@ func TestImportKyverno(t *testing.T) {
 		{"unsupported", []string{"--allow-partial", "unsupported.yaml"}},
 		{"unsupported-strict", []string{"unsupported.yaml"}},
 		{"mutating-policy", []string{"mutating-policy.yaml"}},
+		{"split", []string{"--allow-partial", "split.yaml"}},
 		{"directory", []string{"--allow-partial", "."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,11 @@ context and JMESPath variables, other volume types, CPU, images, annotations,
 container-name conditions other than every container, Kyverno's CEL
 MutatingPolicy.
 
-Exits 0 when every mutate rule converted exactly. Otherwise nothing is
+Parts converted with a difference (a memory value Kyverno writes over the
+pod's own, say) are listed on lines of their own and do not count against
+the conversion.
+
+Exits 0 when every mutate rule converted. Otherwise nothing is
 written and it exits 1, unless --allow-partial: then what converted is
 written, each part left out is listed, and it exits 5.`,
 		Example: `  kubectl-sandbox_webhook import kyverno kyverno/uv-cache.yaml > policies/sandbox.yaml
@@ -125,13 +129,16 @@ func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) err
 	for _, f := range res.LeftOut {
 		fmt.Fprintf(errOut, "left out: %s\n", f)
 	}
+	for _, f := range res.Differences {
+		fmt.Fprintf(errOut, "converted with a difference: %s\n", f)
+	}
 	exact := res.Exact()
 	if len(res.Policies) == 0 {
 		return errors.New("no Kyverno mutate rule converted")
 	}
 	if !exact && !allowPartial {
-		return fmt.Errorf("%d of %d mutate rules converted exactly, %d parts left out and %d refused; nothing written (--allow-partial writes what converted)",
-			res.Converted, res.Rules, len(res.LeftOut), len(res.Refused))
+		return fmt.Errorf("%d of %d mutate rules converted (%d with a difference), %d parts left out and %d refused; nothing written (--allow-partial writes what converted)",
+			res.Converted, res.Rules, res.ConvertedWithDifference, len(res.LeftOut), len(res.Refused))
 	}
 	for i, c := range res.Policies {
 		if i > 0 {
@@ -142,10 +149,14 @@ func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) err
 		}
 	}
 	if !exact {
-		return &command.ExitCodeError{Code: command.ExitPartial, Err: fmt.Errorf("%d of %d mutate rules converted exactly; %d parts left out and %d refused, listed above",
-			res.Converted, res.Rules, len(res.LeftOut), len(res.Refused))}
+		return &command.ExitCodeError{Code: command.ExitPartial, Err: fmt.Errorf("%d of %d mutate rules converted (%d with a difference); %d parts left out and %d refused, listed above",
+			res.Converted, res.Rules, res.ConvertedWithDifference, len(res.LeftOut), len(res.Refused))}
 	}
-	fmt.Fprintf(errOut, "%d mutate rules of %d Kyverno policy documents converted into %d SandboxPolicies\n", res.Rules, countFrom(res), len(res.Policies))
+	summary := fmt.Sprintf("%d mutate rules of %d Kyverno policy documents converted into %d SandboxPolicies", res.Rules, countFrom(res), len(res.Policies))
+	if res.ConvertedWithDifference > 0 {
+		summary += fmt.Sprintf(", %d of the rules with a difference listed above", res.ConvertedWithDifference)
+	}
+	fmt.Fprintln(errOut, summary)
 	return nil
 }
 
