@@ -53,6 +53,32 @@ func (f Finding) String() string {
 	return b.String()
 }
 
+// Destination says where a part the import left out can live once Kyverno
+// stops running ClusterPolicies and Policies (deprecated in Kyverno 1.17,
+// planned for removal in 1.20), judged by its field path: a RuntimeClass's
+// scheduling for what places pods on a runtime's nodes, a registry mirror
+// on the nodes for image rewrites, a LimitRange for CPU defaults, and
+// otherwise a MutatingAdmissionPolicy (Kubernetes 1.36 and later) or
+// Kyverno's own CEL MutatingPolicy.
+func (f Finding) Destination() string {
+	const mutating = "a MutatingAdmissionPolicy (Kubernetes 1.36+) or Kyverno's CEL MutatingPolicy"
+	p := f.Path
+	switch {
+	case strings.Contains(p, ".validate") || strings.Contains(p, ".verifyImages"):
+		return "a ValidatingAdmissionPolicy or Kyverno's CEL ValidatingPolicy"
+	case strings.Contains(p, ".generate"):
+		return "Kyverno's CEL GeneratingPolicy"
+	case strings.Contains(p, ".tolerations") || strings.Contains(p, ".nodeSelector") ||
+		strings.Contains(p, ".affinity") || strings.Contains(p, ".runtimeClassName"):
+		return "the RuntimeClass's scheduling (nodeSelector and tolerations that follow the sandbox runtime), or " + mutating
+	case strings.Contains(p, ".image"):
+		return "a registry mirror on the nodes (containerd's hosts.toml), or " + mutating
+	case strings.Contains(p, ".cpu"):
+		return "a LimitRange's default for CPU, or " + mutating
+	}
+	return mutating
+}
+
 // Origin names the Kyverno policy and rules a SandboxPolicy came from.
 type Origin struct {
 	Source, Policy string

@@ -174,3 +174,22 @@ func TestHostileInput(t *testing.T) {
 		t.Errorf("an alias bomb: %v", err)
 	}
 }
+
+// TestDestination: a part left out names where it can live once Kyverno no
+// longer runs ClusterPolicies, by its field path.
+func TestDestination(t *testing.T) {
+	for path, want := range map[string]string{
+		"spec.rules[0].validate":                                                           "a ValidatingAdmissionPolicy",
+		"spec.rules[0].generate":                                                           "Kyverno's CEL GeneratingPolicy",
+		"spec.rules[1].mutate.patchStrategicMerge.spec.tolerations":                        "the RuntimeClass's scheduling",
+		"spec.rules[1].mutate.patchStrategicMerge.spec.nodeSelector":                       "the RuntimeClass's scheduling",
+		"spec.rules[1].mutate.patchStrategicMerge.spec.runtimeClassName":                   "the RuntimeClass's scheduling",
+		"spec.rules[2].mutate.patchStrategicMerge.spec.containers[0].image":                "a registry mirror on the nodes",
+		"spec.rules[3].mutate.patchStrategicMerge.spec.containers[0].resources.limits.cpu": "a LimitRange's default for CPU",
+		"spec.rules[4].mutate.patchStrategicMerge.metadata":                                "a MutatingAdmissionPolicy (Kubernetes 1.36+)",
+	} {
+		if got := (Finding{Path: path}).Destination(); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want it to start %q", path, got, want)
+		}
+	}
+}

@@ -123,11 +123,17 @@ func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 // the error the exit code follows.
 func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) error {
 	errOut := output.NewTextWriter(streams.ErrOut)
+	// Each part not converted says where it can live once Kyverno no
+	// longer runs the policy.
 	for _, f := range res.Refused {
-		fmt.Fprintf(errOut, "refused: %s\n", f)
+		if f.Policy == "" {
+			fmt.Fprintf(errOut, "refused: %s\n", f)
+			continue
+		}
+		fmt.Fprintf(errOut, "refused: %s; after Kyverno 1.20, in %s\n", f, f.Destination())
 	}
 	for _, f := range res.LeftOut {
-		fmt.Fprintf(errOut, "left out: %s\n", f)
+		fmt.Fprintf(errOut, "left out: %s; after Kyverno 1.20, in %s\n", f, f.Destination())
 	}
 	for _, f := range res.Differences {
 		fmt.Fprintf(errOut, "converted with a difference: %s\n", f)
