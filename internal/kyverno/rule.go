@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -77,6 +79,9 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		m, inj, ok := rc.convert(rule)
 		if !ok {
 			continue
+		}
+		if mem := inj.memory; mem != nil && mem.Level == policy.LevelPod && mem.Limit != "" && mem.Request == "" {
+			rc.proposeRequest(inj)
 		}
 		c.res.Rules++
 		if len(rc.leftOut) == 0 {
@@ -164,6 +169,34 @@ type ruleConverter struct {
 // leave records a part of the rule that is not converted.
 func (r *ruleConverter) leave(path *field.Path, reason string) {
 	r.leftOut = append(r.leftOut, Finding{Source: r.source, Policy: r.label, Rule: r.name, Path: pathString(path), Reason: reason})
+}
+
+// proposeRequest makes the pod-level memory request a decision. Kyverno set
+// only the limit, so the API server defaulted the request to it and every
+// sandbox reserved the whole headroom; the webhook sets the request
+// explicitly, to the containers' (often 0) unless the policy says more.
+// The import proposes what the rule's in-memory caches can hold, memory
+// the sandbox uses once they fill, and says so.
+func (r *ruleConverter) proposeRequest(inj *injection) {
+	var sum resource.Quantity
+	for _, v := range inj.volumes {
+		if v.medium != "Memory" || v.sizeLimit == "" {
+			continue
+		}
+		if q, err := resource.ParseQuantity(v.sizeLimit); err == nil && mutate.Bounded(q) {
+			sum.Add(q)
+		}
+	}
+	mem := inj.memory
+	msg := fmt.Sprintf("a pod-level memory limit without a request: the API server defaulted the request to the limit (%s), so every sandbox reserved it; "+
+		"sandbox-webhook sets the request to the containers' requests (0 for containers without one) unless memory.request says more", mem.Limit)
+	if sum.Sign() > 0 {
+		mem.Request = sum.String()
+		msg += fmt.Sprintf("; proposed memory.request %s, what the in-memory caches hold: set it to what a sandbox uses", mem.Request)
+	} else {
+		msg += "; set memory.request to what a sandbox uses"
+	}
+	r.differs(r.path.Child("mutate"), msg)
 }
 
 // differs records a part of the rule converted with a difference the

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -150,9 +151,28 @@ func WriteReport(w *ReportWriter, p *Pod) {
 	} else if !r.Changed {
 		w.Line("  unchanged")
 	}
+	if NoMemoryRequest(r) {
+		w.Line("  memory: %s", NoMemoryRequestWarning)
+	}
 	for _, warning := range r.Warnings {
 		w.Line("Warning: %s", warning)
 	}
+}
+
+// NoMemoryRequestWarning says what a pod-level memory request of 0 under a
+// headroom means.
+const NoMemoryRequestWarning = "the pod-level memory request is 0 under the headroom (no container requests memory and the policy sets no memory.request): " +
+	"the scheduler counts no memory for this sandbox; set memory.request in the policy to what a sandbox uses"
+
+// NoMemoryRequest reports whether an enforced policy gave the pod a
+// pod-level memory headroom whose request is 0: the scheduler then counts
+// no memory for it, and a node fills with such sandboxes.
+func NoMemoryRequest(r mutate.Result) bool {
+	if r.Pod == nil || r.Pod.Spec.Resources == nil || !slices.ContainsFunc(r.Applied, func(d mutate.Decision) bool { return d.Item == "memory/pod" && !d.Shadow }) {
+		return false
+	}
+	q, ok := r.Pod.Spec.Resources.Requests[corev1.ResourceMemory]
+	return ok && q.IsZero()
 }
 
 // ReportWriter writes dry-run's report lines. Every line has its control

@@ -115,3 +115,13 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version.Version+"\n")
 	}
 }
+
+// TestDryRunSummaryNoMemoryRequest: -o summary counts the pods that end
+// with a pod-level memory request of 0 under the headroom (the example
+// pods without container requests, under the seed policy, which sets no
+// memory.request), and says what to do.
+func TestDryRunSummaryNoMemoryRequest(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("examples/policies/memory"),
+		"-f", golden.Path("examples/pods"), "-n", "sandboxes", "-o", "summary")
+	golden.Compare(t, "testdata/cli/summary-memory-request.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
+}

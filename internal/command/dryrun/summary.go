@@ -27,6 +27,8 @@ type fleetSummary struct {
 	rejected                        int
 	rejectReasons                   reasons
 	unknownFields                   int
+	// noMemoryRequest counts pods given a headroom whose request is 0.
+	noMemoryRequest int
 }
 
 type policySummary struct {
@@ -127,6 +129,9 @@ func (s *fleetSummary) add(p *preview.Pod, problems []string) {
 			ps.skipped.add(d.Item + ": " + d.Reason)
 		}
 	}
+	if preview.NoMemoryRequest(r) {
+		s.noMemoryRequest++
+	}
 	if converted > 0 {
 		s.convertedPods++
 		s.convertedVolumes += converted
@@ -167,6 +172,9 @@ func (s *fleetSummary) write(w io.Writer, check bool) {
 	}
 	if s.convertedPods > 0 {
 		r.Line("leak mitigation: %d pods' own memory-backed emptyDirs (%d volumes) move to disk", s.convertedPods, s.convertedVolumes)
+	}
+	if s.noMemoryRequest > 0 {
+		r.Line("memory: %d pods end with a pod-level memory request of 0 under the headroom: the scheduler counts no memory for them; set memory.request in the policy to what a sandbox uses", s.noMemoryRequest)
 	}
 	if s.unknownFields > 0 {
 		r.Line("unknown fields: %d pods have fields the apiserver's strict decoding rejects", s.unknownFields)
