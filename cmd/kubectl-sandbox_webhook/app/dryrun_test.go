@@ -125,3 +125,18 @@ func TestDryRunSummaryNoMemoryRequest(t *testing.T) {
 		"-f", golden.Path("examples/pods"), "-n", "sandboxes", "-o", "summary")
 	golden.Compare(t, "testdata/cli/summary-memory-request.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 }
+
+// TestValidateValues: validate --values checks a values file's inline
+// policies as the server loads them: the chart's default is valid, and a
+// quantity the chart's schema lets through is refused with its file, entry
+// and field path.
+func TestValidateValues(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "", "validate", "--values", golden.Path("charts/sandbox-webhook/values.yaml"))
+	if code != command.ExitOK || !strings.Contains(stdout, "values.yaml: policies.inline[sandbox-seed.yaml]: policy sandbox-seed") {
+		t.Errorf("the chart's values: exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, stderr, code = runCLI(t, "", "validate", "--values", golden.Path("testdata/cli/values-bad-policy.yaml"))
+	if want := `values-bad-policy.yaml: policies.inline[mine.yaml] (mine): spec.memory.limit: Invalid value: "8 Gi": must be a quantity such as 1Gi`; code == command.ExitOK || !strings.Contains(stderr, want) {
+		t.Errorf("a bad inline policy: exit %d\n%s\nwant it to say %s", code, stderr, want)
+	}
+}
