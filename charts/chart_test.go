@@ -83,12 +83,18 @@ func TestDefaultObjects(t *testing.T) {
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod securityContext not hardened: %+v", psc)
 	}
-	if len(pod.Spec.TopologySpreadConstraints) != 1 {
-		t.Fatalf("topologySpreadConstraints = %v, want one over nodes", pod.Spec.TopologySpreadConstraints)
+	// Replicas on separate nodes whenever another node can take one (hard,
+	// tainted nodes not counted), and preferably in separate zones.
+	if len(pod.Spec.TopologySpreadConstraints) != 2 {
+		t.Fatalf("topologySpreadConstraints = %v, want one over nodes and one over zones", pod.Spec.TopologySpreadConstraints)
 	}
 	tsc := pod.Spec.TopologySpreadConstraints[0]
-	if tsc.TopologyKey != "kubernetes.io/hostname" || tsc.MaxSkew != 1 || !selects(tsc.LabelSelector, pod.Labels) {
-		t.Errorf("topology spread %+v does not spread these pods over nodes", tsc)
+	if tsc.TopologyKey != "kubernetes.io/hostname" || tsc.MaxSkew != 1 || !selects(tsc.LabelSelector, pod.Labels) ||
+		tsc.WhenUnsatisfiable != corev1.DoNotSchedule || tsc.NodeTaintsPolicy == nil || *tsc.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor {
+		t.Errorf("topology spread %+v does not keep these pods on separate nodes", tsc)
+	}
+	if z := pod.Spec.TopologySpreadConstraints[1]; z.TopologyKey != "topology.kubernetes.io/zone" || z.WhenUnsatisfiable != corev1.ScheduleAnyway || !selects(z.LabelSelector, pod.Labels) {
+		t.Errorf("zone spread %+v", z)
 	}
 
 	if len(pod.Spec.Containers) != 1 {
