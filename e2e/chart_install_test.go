@@ -214,45 +214,12 @@ func TestChartExistingSecretURL(t *testing.T) {
 	// webhook configuration first and the guard's policies after it; the
 	// guard, whose parameter is the configuration, refuses nothing once it
 	// is gone.
-	refused, total, first := createStream(t, podNS, func() { r.uninstall(t) })
+	s := createStream(t, podNS, func() { r.uninstall(t) })
+	refused, total, first := s.tally(func(streamed) bool { return true })
 	t.Logf("helm uninstall: %d of %d creates refused", refused, total)
 	if refused > 0 {
 		t.Errorf("helm uninstall refused %d of %d sandbox pod creates; the first: %v", refused, total, first)
 	}
-}
-
-// createStream creates sandbox pods in ns one after another, 20 ms apart
-// (dry runs: the admission chain runs whole, nothing is stored), from half
-// a second before during until a second after it, and returns how many
-// were refused, how many were sent and the first refusal.
-func createStream(t *testing.T, ns string, during func()) (refused, total int, first error) {
-	t.Helper()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), sandboxPod(ns, fmt.Sprintf("stream-%d", i)),
-				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			total++
-			if err != nil {
-				refused++
-				if first == nil {
-					first = err
-				}
-			}
-		}
-	})
-	time.Sleep(500 * time.Millisecond)
-	during()
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	return refused, total, first
 }
 
 // TestChartSelfManaged: the chart in selfManaged mode with webhook.url at a

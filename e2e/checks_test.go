@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -168,3 +174,61 @@ func volumeAt(pod *corev1.Pod, c corev1.Container, path string) *corev1.Volume {
 }
 
 func joinProblems(p []string) string { return "\n  - " + strings.Join(p, "\n  - ") }
+
+// streamed is one create of createStream: whether it started after during
+// had returned, and its error.
+type streamed struct {
+	after bool
+	err   error
+}
+
+type stream []streamed
+
+// createStream creates sandbox pods in ns one after another, 20 ms apart
+// (dry runs: the admission chain runs whole, nothing is stored), from 300 ms
+// before during until a second after it returns.
+func createStream(t *testing.T, ns string, during func()) stream {
+	t.Helper()
+	var after atomic.Bool
+	var out stream
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			a := after.Load()
+			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), sandboxPod(ns, fmt.Sprintf("stream-%d", i)),
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			out = append(out, streamed{a, err})
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	during()
+	after.Store(true)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	return out
+}
+
+// tally counts the creates of s that which picks, those refused, and
+// returns the first refusal.
+func (s stream) tally(which func(streamed) bool) (refused, total int, first error) {
+	for _, c := range s {
+		if !which(c) {
+			continue
+		}
+		total++
+		if c.err != nil {
+			refused++
+			if first == nil {
+				first = c.err
+			}
+		}
+	}
+	return refused, total, first
+}

@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,51 +106,13 @@ func breakGlass(t *testing.T, in *instance, ns string) {
 	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "down"), dry); err == nil {
 		t.Fatal("a sandbox pod was admitted with the webhook down and its configuration in place")
 	}
-	type result struct {
-		afterDelete bool
-		err         error
-	}
-	var deleted atomic.Bool
-	results := make(chan result, 1000)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			after := deleted.Load()
-			_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, fmt.Sprintf("glass-%d", i)), dry)
-			results <- result{after, err}
+	s := createStream(t, ns, func() {
+		if err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(t.Context(), in.mwc.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
-	if err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(t.Context(), in.mwc.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deleted.Store(true)
-	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
-	close(results)
-	var before, after, refusedBefore, refusedAfter int
-	var firstErr error
-	for r := range results {
-		if r.afterDelete {
-			after++
-			if r.err != nil {
-				refusedAfter++
-				firstErr = cmp.Or(firstErr, r.err)
-			}
-		} else {
-			before++
-			if r.err != nil {
-				refusedBefore++
-			}
-		}
-	}
+	refusedBefore, before, _ := s.tally(func(c streamed) bool { return !c.after })
+	refusedAfter, after, firstErr := s.tally(func(c streamed) bool { return c.after })
 	t.Logf("break-glass: %d of %d creates refused before the configuration was deleted, %d of %d after", refusedBefore, before, refusedAfter, after)
 	if refusedBefore != before || before == 0 {
 		t.Errorf("with the webhook down, %d of %d creates were refused, want all", refusedBefore, before)
