@@ -182,15 +182,15 @@ type streamed struct {
 	err   error
 }
 
-type stream []streamed
+type createTally []streamed
 
 // createStream creates sandbox pods in ns one after another, 20 ms apart
 // (dry runs: the admission chain runs whole, nothing is stored), from 300 ms
 // before during until a second after it returns.
-func createStream(t *testing.T, ns string, during func()) stream {
+func createStream(t *testing.T, ns string, during func()) createTally {
 	t.Helper()
 	var after atomic.Bool
-	var out stream
+	var out createTally
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -217,7 +217,7 @@ func createStream(t *testing.T, ns string, during func()) stream {
 
 // tally counts the creates of s that which picks, those refused, and
 // returns the first refusal.
-func (s stream) tally(which func(streamed) bool) (refused, total int, first error) {
+func (s createTally) tally(which func(streamed) bool) (refused, total int, first error) {
 	for _, c := range s {
 		if !which(c) {
 			continue
