@@ -175,8 +175,10 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		Policies:           []string{policyDir},
 		LeakMitigationFile: leakFile,
 		ExcludeNamespaces:  []string{ownNamespace},
-		Args:               []string{"--shutdown-delay", "0s", "--log-level", "debug"},
-		Log:                webhookLog,
+		// --status-always, as the chart's Deployment runs it with its
+		// default webhook.guard.
+		Args: []string{"--shutdown-delay", "0s", "--log-level", "debug", "--status-always"},
+		Log:  webhookLog,
 	})
 	if err != nil {
 		return done.fail(err)
@@ -184,8 +186,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	stops = append(stops, wh.Stop)
 	done.ok()
 
-	done = newStep(out, "Installing the chart's MutatingWebhookConfiguration (webhook.url → the local process)")
-	mwc, err := chart.RenderWebhookConfiguration(ctx, root, chart.ConfigOptions{
+	done = newStep(out, "Installing the chart's admission objects with its defaults: the MutatingWebhookConfiguration (webhook.url → the local process) and webhook.guard's policies")
+	adm, err := chart.RenderAdmission(ctx, root, chart.ConfigOptions{
 		Release:   "sandbox-webhook",
 		Namespace: ownNamespace,
 		URL:       wh.URL(),
@@ -194,7 +196,10 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return done.fail(err)
 	}
-	if err := chart.InstallWebhookConfiguration(ctx, cs, mwc); err != nil {
+	if err := installGuard(ctx, cs, adm); err != nil {
+		return done.fail(err)
+	}
+	if err := chart.InstallWebhookConfiguration(ctx, cs, adm.Webhooks); err != nil {
 		return done.fail(err)
 	}
 	probe := &corev1.Pod{
@@ -566,6 +571,31 @@ func copyDir(src, dst string) error {
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installGuard creates the chart's webhook.guard objects the render holds:
+// the ValidatingAdmissionPolicy that refuses a selected pod no replica
+// answered, and from Kubernetes 1.36 the MutatingAdmissionPolicy that
+// removes a status annotation the pod brings.
+func installGuard(ctx context.Context, cs kubernetes.Interface, adm *chart.Admission) error {
+	api := cs.AdmissionregistrationV1()
+	if adm.Guard != nil {
+		if _, err := api.ValidatingAdmissionPolicies().Create(ctx, adm.Guard, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, adm.GuardBinding, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if adm.Unmark != nil {
+		if _, err := api.MutatingAdmissionPolicies().Create(ctx, adm.Unmark, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, adm.UnmarkBinding, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
