@@ -126,7 +126,10 @@ func (l *limitListener) admit(c net.Conn) *limitedConn {
 				busiest, most = s, len(conns)
 			}
 		}
-		if most <= mine+1 || !l.evictIdle(busiest) && !(l.limits.EvictBusy && l.evictOldest(busiest)) {
+		if most <= mine+1 {
+			return nil
+		}
+		if !l.evictIdle(busiest) && (!l.limits.EvictBusy || !l.evictOldest(busiest)) {
 			return nil
 		}
 	}
