@@ -175,12 +175,22 @@ func volumeAt(pod *corev1.Pod, c corev1.Container, path string) *corev1.Volume {
 
 func joinProblems(p []string) string { return "\n  - " + strings.Join(p, "\n  - ") }
 
-// streamed is one create of createStream: whether it started after during
-// had returned, and its error.
+// streamed is one create of createStream: when it started, relative to
+// the change during made, and its error.
 type streamed struct {
-	after bool
+	phase streamPhase
 	err   error
 }
+
+// streamPhase is when a create started: before during was called, while
+// it ran, or after it had returned.
+type streamPhase int32
+
+const (
+	beforeChange streamPhase = iota
+	duringChange
+	afterChange
+)
 
 type createTally []streamed
 
@@ -189,7 +199,7 @@ type createTally []streamed
 // before during until a second after it returns.
 func createStream(t *testing.T, ns string, during func()) createTally {
 	t.Helper()
-	var after atomic.Bool
+	var phase atomic.Int32
 	var out createTally
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -200,15 +210,21 @@ func createStream(t *testing.T, ns string, during func()) createTally {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			a := after.Load()
+			p := streamPhase(phase.Load())
 			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), sandboxPod(ns, fmt.Sprintf("stream-%d", i)),
 				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			out = append(out, streamed{a, err})
+			// A create still in flight when the phase moved on may have
+			// met either side of the change: it counts as during.
+			if now := streamPhase(phase.Load()); now != p {
+				p = duringChange
+			}
+			out = append(out, streamed{p, err})
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
+	phase.Store(int32(duringChange))
 	during()
-	after.Store(true)
+	phase.Store(int32(afterChange))
 	time.Sleep(time.Second)
 	close(stop)
 	wg.Wait()
