@@ -186,35 +186,14 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 }
 
 // installGuard creates the chart's guard (webhook.guard) and deletes it when
-// the test ends, and waits until the API server enforces it.
+// the test ends.
 func installGuard(t *testing.T, adm *chart.Admission) {
 	t.Helper()
-	api := suite.cs.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), adm.Guard, metav1.CreateOptions{}); err != nil {
+	remove, err := chart.InstallGuard(t.Context(), suite.cs, adm)
+	t.Cleanup(func() { remove(context.Background()) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), adm.GuardBinding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, adm.GuardBinding.Name, metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(ctx, adm.Guard.Name, metav1.DeleteOptions{})
-	})
-	if adm.Unmark == nil {
-		return
-	}
-	if _, err := api.MutatingAdmissionPolicies().Create(t.Context(), adm.Unmark, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := api.MutatingAdmissionPolicyBindings().Create(t.Context(), adm.UnmarkBinding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = api.MutatingAdmissionPolicyBindings().Delete(ctx, adm.UnmarkBinding.Name, metav1.DeleteOptions{})
-		_ = api.MutatingAdmissionPolicies().Delete(ctx, adm.Unmark.Name, metav1.DeleteOptions{})
-	})
 }
 
 // install creates or replaces the instance's webhook configuration.

@@ -196,7 +196,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return done.fail(err)
 	}
-	if err := installGuard(ctx, cs, adm); err != nil {
+	if _, err := chart.InstallGuard(ctx, cs, adm); err != nil {
 		return done.fail(err)
 	}
 	if err := chart.InstallWebhookConfiguration(ctx, cs, adm.Webhooks); err != nil {
@@ -571,31 +571,6 @@ func copyDir(src, dst string) error {
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// installGuard creates the chart's webhook.guard objects the render holds:
-// the ValidatingAdmissionPolicy that refuses a selected pod no replica
-// answered, and from Kubernetes 1.36 the MutatingAdmissionPolicy that
-// removes a status annotation the pod brings.
-func installGuard(ctx context.Context, cs kubernetes.Interface, adm *chart.Admission) error {
-	api := cs.AdmissionregistrationV1()
-	if adm.Guard != nil {
-		if _, err := api.ValidatingAdmissionPolicies().Create(ctx, adm.Guard, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, adm.GuardBinding, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	if adm.Unmark != nil {
-		if _, err := api.MutatingAdmissionPolicies().Create(ctx, adm.Unmark, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, adm.UnmarkBinding, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}

@@ -220,6 +220,49 @@ func RenderManifestFor(ctx context.Context, root, release, namespace, kubeVersio
 	return r.Manifest, nil
 }
 
+// InstallGuard creates the webhook.guard objects a render holds (the
+// ValidatingAdmissionPolicy and its binding, and from Kubernetes 1.36 the
+// MutatingAdmissionPolicy that removes a status annotation the pod brings,
+// with its binding), and returns what deletes them.
+func InstallGuard(ctx context.Context, cs kubernetes.Interface, a *Admission) (remove func(context.Context), err error) {
+	api := cs.AdmissionregistrationV1()
+	var undo []func(context.Context)
+	remove = func(ctx context.Context) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](ctx)
+		}
+	}
+	if a.Guard != nil {
+		if _, err := api.ValidatingAdmissionPolicies().Create(ctx, a.Guard, metav1.CreateOptions{}); err != nil {
+			return remove, err
+		}
+		undo = append(undo, func(ctx context.Context) {
+			_ = api.ValidatingAdmissionPolicies().Delete(ctx, a.Guard.Name, metav1.DeleteOptions{})
+		})
+		if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, a.GuardBinding, metav1.CreateOptions{}); err != nil {
+			return remove, err
+		}
+		undo = append(undo, func(ctx context.Context) {
+			_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, a.GuardBinding.Name, metav1.DeleteOptions{})
+		})
+	}
+	if a.Unmark != nil {
+		if _, err := api.MutatingAdmissionPolicies().Create(ctx, a.Unmark, metav1.CreateOptions{}); err != nil {
+			return remove, err
+		}
+		undo = append(undo, func(ctx context.Context) {
+			_ = api.MutatingAdmissionPolicies().Delete(ctx, a.Unmark.Name, metav1.DeleteOptions{})
+		})
+		if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, a.UnmarkBinding, metav1.CreateOptions{}); err != nil {
+			return remove, err
+		}
+		undo = append(undo, func(ctx context.Context) {
+			_ = api.MutatingAdmissionPolicyBindings().Delete(ctx, a.UnmarkBinding.Name, metav1.DeleteOptions{})
+		})
+	}
+	return remove, nil
+}
+
 // InstallWebhookConfiguration creates mwc, or replaces the one of that name.
 func InstallWebhookConfiguration(ctx context.Context, cs kubernetes.Interface, mwc *admissionregistrationv1.MutatingWebhookConfiguration) error {
 	api := cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
