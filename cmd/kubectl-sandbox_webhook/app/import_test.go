@@ -24,6 +24,7 @@ func TestImportKyverno(t *testing.T) {
 		{"kubectl-get", []string{"kubectl-get.json"}},
 		{"data-foreach", []string{"data-foreach.yaml"}},
 		{"proxy-env", []string{"proxy-env.yaml"}},
+		{"frameworks", []string{"frameworks.yaml"}},
 		{"env-if-absent", []string{"--allow-partial", "env-if-absent.yaml"}},
 		{"default-memory", []string{"--allow-partial", "default-memory.yaml"}},
 		{"shm", []string{"--allow-partial", "shm.yaml"}},
