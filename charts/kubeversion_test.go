@@ -2,65 +2,21 @@ package charts
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 )
 
-// testedMinors returns the oldest and the newest minor of the e2e version
-// matrix: the oldest of the modules e2e/tools/k8s-1.NN that `make
-// e2e-matrix` runs kube-apiserver from, and the k8s.io/kubernetes e2e/tools
-// pins for the whole suite.
-func testedMinors(t *testing.T) (oldest, newest int) {
-	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join("..", "e2e", "tools", "k8s-1.*"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no e2e/tools/k8s-1.NN modules (%v)", err)
-	}
-	var minors []int
-	for _, d := range dirs {
-		var m int
-		if _, err := fmt.Sscanf(filepath.Base(d), "k8s-1.%d", &m); err != nil {
-			t.Fatalf("%s: %v", d, err)
-		}
-		minors = append(minors, m)
-	}
-	data, err := os.ReadFile(filepath.Join("..", "e2e", "tools", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes v1\.(\d+)\.`).FindSubmatch(data)
-	if m == nil {
-		t.Fatal("e2e/tools/go.mod requires no k8s.io/kubernetes v1.NN")
-	}
-	newest, _ = strconv.Atoi(string(m[1]))
-	return slices.Min(minors), newest
-}
-
-// TestKubeVersionIsTheTestedRange holds the chart's kubeVersion to the minors
-// the version matrix proves: an install on an older or a newer cluster fails
-// at `helm install` with Helm's own message instead of running untested.
+// TestKubeVersionIsTheTestedRange: the chart installs on every minor the
+// version matrix proves (internal/kubeversion, whose test holds
+// Chart.yaml's kubeVersion to it), and an install on an older or a newer
+// cluster fails at `helm install` with Helm's own message instead of
+// running untested.
 func TestKubeVersionIsTheTestedRange(t *testing.T) {
-	oldest, newest := testedMinors(t)
-	want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", oldest, newest+1)
-	if got := loadChart(t).Metadata.KubeVersion; got != want {
-		t.Fatalf("Chart.yaml kubeVersion = %q; e2e/tools proves 1.%d to 1.%d, so it must be %q", got, oldest, newest, want)
-	}
-	data, err := os.ReadFile(filepath.Join("..", "docs", "install.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claim := fmt.Sprintf("Requirements: Kubernetes 1.%d,", oldest); !strings.Contains(string(data), claim) {
-		t.Errorf("docs/install.md does not start its requirements with %q", claim)
-	}
-
+	oldest, newest := kubeversion.Oldest, kubeversion.Newest
 	render := func(version string) error {
 		v, err := common.ParseKubeVersion(version)
 		if err != nil {
@@ -74,7 +30,7 @@ func TestKubeVersionIsTheTestedRange(t *testing.T) {
 		_, err = install.Run(loadChart(t), map[string]any{})
 		return err
 	}
-	for _, v := range []string{fmt.Sprintf("v1.%d.0", oldest), fmt.Sprintf("v1.%d.5-eks-2f1e2d3", oldest), "v1.36.3", fmt.Sprintf("v1.%d.2", newest), fmt.Sprintf("v1.%d.9-gke.1200", newest)} {
+	for _, v := range []string{fmt.Sprintf("v1.%d.0", oldest), fmt.Sprintf("v1.%d.5-eks-2f1e2d3", oldest), fmt.Sprintf("v1.%d.3", kubeversion.MutatingAdmissionPolicy), fmt.Sprintf("v1.%d.2", newest), fmt.Sprintf("v1.%d.9-gke.1200", newest)} {
 		if err := render(v); err != nil {
 			t.Errorf("kube %s: %v", v, err)
 		}

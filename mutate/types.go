@@ -104,16 +104,6 @@ const (
 	ImageVolumesDropped ImageVolumes = "dropped"
 )
 
-// The first Kubernetes minors whose apiserver keeps, with its gates at
-// their defaults, pod-level resources (PodLevelResources, beta and on from
-// 1.34) and image volumes (ImageVolume, on from 1.35). The server's probe
-// falls back on them when the apiserver's /metrics does not say, and
-// dry-run --kube-version predicts from them.
-const (
-	PodLevelResourcesMinor = 34
-	ImageVolumesMinor      = 35
-)
-
 // Options are settings that apply to every policy.
 type Options struct {
 	// PodLevelResources is what the target apiserver does with pod-level

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"sigs.k8s.io/yaml"
 )
 
@@ -18,7 +19,7 @@ import (
 func WriteYAML(w io.Writer, exported []Exported, gaps []Gap, sources []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sandbox-webhook export-map of %s\n", strings.Join(sources, ", "))
-	b.WriteString("# MutatingAdmissionPolicy (admissionregistration.k8s.io/v1) needs Kubernetes 1.36 or later.\n")
+	fmt.Fprintf(&b, "# MutatingAdmissionPolicy (admissionregistration.k8s.io/v1) needs Kubernetes 1.%d or later.\n", kubeversion.MutatingAdmissionPolicy)
 	b.WriteString("# The pods the apiserver stores are those the webhook gives, field for field; unlike the webhook:\n")
 	for _, d := range Differences {
 		fmt.Fprintf(&b, "#   - %s\n", d)

@@ -9,16 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
-)
-
-// The Kubernetes minors the e2e version matrix proves (e2e/tools and its
-// k8s-1.NN modules; a test holds these to them): --kube-version outside
-// them is refused rather than predicted from an apiserver nothing tested.
-const (
-	oldestKubeMinor = 33
-	newestKubeMinor = 37
 )
 
 // Target is the apiserver a verdict is predicted for: --kube-version and
@@ -47,16 +40,18 @@ func ParseTarget(kubeVersion, gates string) (Target, error) {
 		if err != nil || v.Major() != 1 {
 			return t, fmt.Errorf("--kube-version %q: want a Kubernetes version such as 1.33 or v1.33.13", kubeVersion)
 		}
-		if v.Minor() < oldestKubeMinor || v.Minor() > newestKubeMinor {
-			return t, fmt.Errorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, oldestKubeMinor, newestKubeMinor)
+		// --kube-version outside the minors the e2e version matrix proves is
+		// refused rather than predicted from an apiserver nothing tested.
+		if v.Minor() < kubeversion.Oldest || v.Minor() > kubeversion.Newest {
+			return t, fmt.Errorf("--kube-version %q: the supported minors are 1.%d to 1.%d (the ones the e2e version matrix proves)", kubeVersion, kubeversion.Oldest, kubeversion.Newest)
 		}
 		t.version = fmt.Sprintf("1.%d", v.Minor())
 		t.PodLevel = mutate.PodLevelKept
-		if v.Minor() < mutate.PodLevelResourcesMinor {
+		if v.Minor() < kubeversion.PodLevelResources {
 			t.PodLevel = mutate.PodLevelDropped
 		}
 		t.ImageVolumes = mutate.ImageVolumesKept
-		if v.Minor() < mutate.ImageVolumesMinor {
+		if v.Minor() < kubeversion.ImageVolumes {
 			t.ImageVolumes = mutate.ImageVolumesDropped
 		}
 	}

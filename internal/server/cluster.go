@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -123,13 +124,13 @@ func (p *clusterProbe) probe(ctx context.Context) {
 			fromVersion = append(fromVersion, gate)
 			return pv.Major() > 1 || pv.Minor() >= defaultMinor, true
 		}
-		if k, ok := kept("PodLevelResources", mutate.PodLevelResourcesMinor); ok {
+		if k, ok := kept("PodLevelResources", kubeversion.PodLevelResources); ok {
 			f.podLevel = mutate.PodLevelDropped
 			if k {
 				f.podLevel = mutate.PodLevelKept
 			}
 		}
-		if k, ok := kept("ImageVolume", mutate.ImageVolumesMinor); ok {
+		if k, ok := kept("ImageVolume", kubeversion.ImageVolumes); ok {
 			f.imageVolumes = mutate.ImageVolumesDropped
 			if k {
 				f.imageVolumes = mutate.ImageVolumesKept
