@@ -17,7 +17,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 )
 
 // parse is Parse, returning the valid policies of raw along with the
@@ -25,23 +25,23 @@ import (
 func parse(source string, raw []byte) ([]*Policy, []Problem, int) {
 	tests := 0
 	type doc struct {
-		chunk
+		yamldoc.Document
 		node *yaml.Node
 		err  error
 	}
 	var docs []doc
-	for _, c := range splitDocuments(raw) {
-		node, err := parseNode(c.text)
+	for _, c := range yamldoc.Split(raw) {
+		node, err := parseNode(c.Text)
 		switch {
 		case err != nil:
-			err = offendingLine(c.text, err)
+			err = offendingLine(c.Text, err)
 		case isTest(node):
 			tests++
 			continue
 		case isEmpty(node):
 			continue
 		default:
-			err = yamllimit.Check(node)
+			err = yamldoc.Check(node)
 		}
 		docs = append(docs, doc{c, node, err})
 	}
@@ -56,11 +56,11 @@ func parse(source string, raw []byte) ([]*Policy, []Problem, int) {
 			src = fmt.Sprintf("%s#%d", source, i+1)
 		}
 		if d.err != nil {
-			problems = append(problems, Problem{Source: src, Err: yamlError(d.err, d.offset)})
+			problems = append(problems, Problem{Source: src, Err: yamlError(d.err, d.Line)})
 			continue
 		}
 		name := nodeName(d.node)
-		sp, errs, decoded := decode(d.chunk, d.node)
+		sp, errs, decoded := decode(d.Document, d.node)
 		if decoded {
 			// Unknown fields aside, the document decoded: its other
 			// problems are listed with them, all at once.
@@ -83,7 +83,7 @@ func parseNode(text []byte) (*yaml.Node, error) {
 		return nil, err
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
-		// A separator splitDocuments does not cut at, such as "--- !!map".
+		// A separator yamldoc.Split does not cut at, such as "--- !!map".
 		return nil, errors.New("documents must be separated by lines of only ---")
 	}
 	return &n, nil
@@ -174,13 +174,13 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 // decode checks apiVersion and kind, then decodes strictly: unknown fields
 // and duplicate keys are errors. decoded is true when sp holds the
 // document, whatever unknown fields it also had.
-func decode(c chunk, node *yaml.Node) (sp SandboxPolicy, errs field.ErrorList, decoded bool) {
-	if errs := duplicateKeys(node.Content[0], nil, c.offset); len(errs) > 0 {
+func decode(c yamldoc.Document, node *yaml.Node) (sp SandboxPolicy, errs field.ErrorList, decoded bool) {
+	if errs := duplicateKeys(node.Content[0], nil, c.Line); len(errs) > 0 {
 		return sp, errs, false
 	}
-	j, err := sigsyaml.YAMLToJSONStrict(c.text)
+	j, err := sigsyaml.YAMLToJSONStrict(c.Text)
 	if err != nil {
-		return sp, field.ErrorList{yamlError(err, c.offset)}, false
+		return sp, field.ErrorList{yamlError(err, c.Line)}, false
 	}
 	var top map[string]any
 	if err := json.Unmarshal(j, &top); err != nil {

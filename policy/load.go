@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 )
 
 // Load reads policy files into a Set. Each path is a file or a directory; a
@@ -23,7 +22,7 @@ import (
 // following symlinks, so a mounted ConfigMap (x.yaml -> ..data/x.yaml) loads
 // as its keys; a dangling symlink (a key being removed) is skipped. A file
 // is read only when it is a regular file of at most 8 MiB
-// (yamllimit.ReadFile): a device or a FIFO named as a policy is a problem,
+// (yamldoc.ReadFile): a device or a FIFO named as a policy is a problem,
 // not read. Every problem of every file is collected; the returned error is
 // then an *Error.
 //
@@ -62,9 +61,9 @@ func load(allowEmpty bool, paths []string) (*Set, error) {
 		fromDir := len(files) != 1 || files[0] != p
 		found, tests := 0, 0 // in p
 		for _, f := range files {
-			raw, err := yamllimit.ReadFile(f)
-			if errors.Is(err, yamllimit.ErrTooLarge) {
-				problems = append(problems, Problem{Source: f, Err: documentError(fmt.Sprintf("larger than %d MiB: a policy file is a few KB (and a ConfigMap at most 1 MiB)", yamllimit.MaxBytes>>20))})
+			raw, err := yamldoc.ReadFile(f)
+			if errors.Is(err, yamldoc.ErrTooLarge) {
+				problems = append(problems, Problem{Source: f, Err: documentError(fmt.Sprintf("larger than %d MiB: a policy file is a few KB (and a ConfigMap at most 1 MiB)", yamldoc.MaxBytes>>20))})
 				continue
 			}
 			if err != nil {
@@ -180,33 +179,6 @@ func fileProblem(path string, err error) Problem {
 		path, err = pe.Path, pe.Err
 	}
 	return Problem{Source: path, Err: documentError("cannot read: " + err.Error())}
-}
-
-// chunk is one "---"-separated part of a file; offset is the number of
-// lines before it.
-type chunk struct {
-	text   []byte
-	offset int
-}
-
-// splitDocuments cuts raw at lines consisting of "---" (optionally followed
-// by a comment).
-func splitDocuments(raw []byte) []chunk {
-	var (
-		chunks []chunk
-		cur    = chunk{text: []byte{}}
-		lines  = 0
-	)
-	for line := range bytes.Lines(raw) {
-		lines++
-		if yamllimit.IsSeparator(line) {
-			chunks = append(chunks, cur)
-			cur = chunk{text: []byte{}, offset: lines}
-			continue
-		}
-		cur.text = append(cur.text, line...)
-	}
-	return append(chunks, cur)
 }
 
 // IsPolicyFileName reports whether a directory entry of this name is read

@@ -360,12 +360,11 @@ func importedFields(t *testing.T) map[string]bool {
 	}
 	var docs []kyverno.Document
 	for _, f := range files {
-		r, err := os.Open(f)
+		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := kyverno.Split(filepath.Base(f), r)
-		r.Close()
+		d, err := kyverno.Split(filepath.Base(f), raw)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

@@ -19,12 +19,12 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 )
 
 // MaxObjectBytes bounds one input object: a YAML or JSON document, or one
 // item of a List, which is read item by item.
-const MaxObjectBytes = yamllimit.MaxBytes
+const MaxObjectBytes = yamldoc.MaxBytes
 
 // The input is read one document, and in a List one item, at a time:
 // memory is bounded by the largest object, not by the input. A visitor sees
@@ -139,9 +139,9 @@ func ReadStream(source string, r io.Reader, v Visitor) error {
 }
 
 // ReadFile reads the file name with ReadStream. It must be a regular file
-// (yamllimit.OpenFile): a device or a FIFO is refused, not read.
+// (yamldoc.OpenFile): a device or a FIFO is refused, not read.
 func ReadFile(name string, v Visitor) error {
-	f, err := yamllimit.OpenFile(name)
+	f, err := yamldoc.OpenFile(name)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (y *yamlReader) document() (more bool, err error) {
 		case err != nil:
 			return false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if yamllimit.IsSeparator(line) {
+		if yamldoc.IsSeparator(line) {
 			return true, y.whole(pos, buf)
 		}
 		if isItemsKey(line) && !namesOtherKind(buf) {
@@ -314,11 +314,11 @@ func (y *yamlReader) entryColumn(buf *[]byte, itemsLine []byte, pos Position) (c
 		case err != nil:
 			return 0, false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if !yamllimit.IsSeparator(line) && blankOrComment(line) {
+		if !yamldoc.IsSeparator(line) && blankOrComment(line) {
 			*buf = append(*buf, line...)
 			continue
 		}
-		if c := indent(line); !yamllimit.IsSeparator(line) && isEntry(line, c) {
+		if c := indent(line); !yamldoc.IsSeparator(line) && isEntry(line, c) {
 			*buf = (*buf)[:mark-len(itemsLine)]
 			y.lines.pushBack(line)
 			return c, true, nil
@@ -369,7 +369,7 @@ func (y *yamlReader) list(pos Position, head []byte, col int) (more bool, err er
 		case err != nil:
 			return false, fmt.Errorf("%s: %w", pos, err)
 		}
-		if eof || yamllimit.IsSeparator(line) {
+		if eof || yamldoc.IsSeparator(line) {
 			if !inTail {
 				if err := flush(); err != nil {
 					return false, err
@@ -464,7 +464,7 @@ func visitDocument(pos Position, obj Object, v Visitor) error {
 // sigs.k8s.io/yaml, once what its aliases expand to is bounded. Nothing, or
 // only comments, is null.
 func toJSON(pos Position, text []byte) ([]byte, error) {
-	if err := yamllimit.CheckAliases(text); err != nil {
+	if err := yamldoc.CheckAliases(text); err != nil {
 		return nil, fmt.Errorf("%s: %w", pos, err)
 	}
 	js, err := yaml.YAMLToJSON(text)

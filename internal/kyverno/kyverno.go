@@ -11,19 +11,16 @@
 package kyverno
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -125,28 +122,21 @@ type Document struct {
 const maxDocument = 4 << 20
 
 // Split reads the documents of one YAML (or JSON) stream; source names it.
-func Split(source string, r io.Reader) ([]Document, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+func Split(source string, raw []byte) ([]Document, error) {
 	var docs []Document
-	for i := 1; ; i++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
+	for i, d := range yamldoc.Split(raw) {
+		n := i + 1
+		if len(d.Text) > maxDocument {
+			return nil, fmt.Errorf("%s#%d: a document of %d bytes; the limit is %d", source, n, len(d.Text), maxDocument)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading document %d: %w", source, i, err)
-		}
-		if len(raw) > maxDocument {
-			return nil, fmt.Errorf("%s#%d: a document of %d bytes; the limit is %d", source, i, len(raw), maxDocument)
-		}
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+		if len(bytes.TrimSpace(stripComments(d.Text))) == 0 {
 			continue
 		}
-		js, err := sigsyaml.YAMLToJSON(raw)
+		js, err := sigsyaml.YAMLToJSON(d.Text)
 		if err != nil {
-			return nil, fmt.Errorf("%s#%d: %w", source, i, err)
+			return nil, fmt.Errorf("%s#%d: %w", source, n, err)
 		}
-		docs = append(docs, Document{Source: fmt.Sprintf("%s#%d", source, i), JSON: js})
+		docs = append(docs, Document{Source: fmt.Sprintf("%s#%d", source, n), JSON: js})
 	}
 	if len(docs) == 1 {
 		docs[0].Source = source

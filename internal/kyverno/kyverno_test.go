@@ -34,7 +34,7 @@ spec:
 
 func convertYAML(t *testing.T, yaml string) Result {
 	t.Helper()
-	docs, err := Split("in.yaml", strings.NewReader(yaml))
+	docs, err := Split("in.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	// An alias bomb is refused by the YAML decoder, not expanded.
 	bomb := "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
-	if _, err := Split("bomb.yaml", strings.NewReader(bomb)); err == nil || !strings.Contains(err.Error(), "bomb.yaml") {
+	if _, err := Split("bomb.yaml", []byte(bomb)); err == nil || !strings.Contains(err.Error(), "bomb.yaml") {
 		t.Errorf("an alias bomb: %v", err)
 	}
 }

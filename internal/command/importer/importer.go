@@ -3,7 +3,6 @@
 package importer
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/kyverno"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -88,14 +87,14 @@ written, each part left out is listed, and it exits 5.`,
 // directory, or of standard input (-).
 func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 	if arg == "-" {
-		raw, err := io.ReadAll(io.LimitReader(stdin, yamllimit.MaxBytes+1))
+		raw, err := io.ReadAll(io.LimitReader(stdin, yamldoc.MaxBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading standard input: %w", err)
 		}
-		if len(raw) > yamllimit.MaxBytes {
-			return nil, fmt.Errorf("standard input: %w", yamllimit.ErrTooLarge)
+		if len(raw) > yamldoc.MaxBytes {
+			return nil, fmt.Errorf("standard input: %w", yamldoc.ErrTooLarge)
 		}
-		return kyverno.Split("-", bytes.NewReader(raw))
+		return kyverno.Split("-", raw)
 	}
 	files, err := policy.Files(arg)
 	if err != nil {
@@ -106,11 +105,11 @@ func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 	}
 	var docs []kyverno.Document
 	for _, f := range files {
-		raw, err := yamllimit.ReadFile(f)
+		raw, err := yamldoc.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
-		d, err := kyverno.Split(f, bytes.NewReader(raw))
+		d, err := kyverno.Split(f, raw)
 		if err != nil {
 			return nil, err
 		}

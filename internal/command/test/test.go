@@ -24,7 +24,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -179,7 +179,7 @@ func testFiles(path string) ([]string, error) {
 
 // loadTest reads a test file strictly and checks what the cases need.
 func loadTest(path string) (*policyTest, error) {
-	raw, err := yamllimit.ReadFile(path)
+	raw, err := yamldoc.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 // in messages) with got, JSON, by content and returns a unified diff of both
 // as YAML, keys sorted, or "" when they are equal.
 func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
-	raw, err := yamllimit.ReadFile(wantFile)
+	raw, err := yamldoc.ReadFile(wantFile)
 	if err != nil {
 		return "", err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/yamllimit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -78,7 +78,7 @@ names and types, not quantities or the rest of what the server refuses.`,
 // (which drops a default) is skipped. Each policy's source names the values
 // file and the entry.
 func loadValues(path string) (*policy.Set, error) {
-	raw, err := yamllimit.ReadFile(path)
+	raw, err := yamldoc.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package yamllimit
+package yamldoc
 
 import (
 	"bytes"

@@ -1,11 +1,15 @@
-// Package yamllimit bounds what a YAML document may expand to. A small
+// Package yamldoc splits YAML streams into documents and bounds what a
+// document may expand to. Split (and IsSeparator, for dry-run's streaming
+// reader) is the one place a stream is cut into documents.
+//
+// A YAML document may expand far beyond its text. A small
 // document of aliases to aliases (a "billion laughs") expands to gigabytes
 // when it is converted to JSON or decoded into Go values; dry-run's input
 // and the policy loader check the node tree, in which an alias is one node,
 // before they convert anything. ReadFile and OpenFile read a file within the
 // same bound, and only a regular file: the one way policies and the files the
 // command line names are read.
-package yamllimit
+package yamldoc
 
 import (
 	"bytes"
@@ -73,4 +77,32 @@ func IsSeparator(line []byte) bool {
 	}
 	t := bytes.TrimSpace(rest)
 	return len(t) == 0 || t[0] == '#' && (rest[0] == ' ' || rest[0] == '\t')
+}
+
+// Document is one "---"-separated document of a stream; Line is the number
+// of lines before it.
+type Document struct {
+	Text []byte
+	Line int
+}
+
+// Split cuts raw at its separator lines (IsSeparator). Every document is
+// returned, an empty one included, so that a document's number is its
+// place in the stream.
+func Split(raw []byte) []Document {
+	var (
+		docs  []Document
+		cur   = Document{Text: []byte{}}
+		lines = 0
+	)
+	for line := range bytes.Lines(raw) {
+		lines++
+		if IsSeparator(line) {
+			docs = append(docs, cur)
+			cur = Document{Text: []byte{}, Line: lines}
+			continue
+		}
+		cur.Text = append(cur.Text, line...)
+	}
+	return append(docs, cur)
 }
