@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -291,4 +292,20 @@ func (c *limitedConn) Close() error {
 	c.l.forget(c)
 	c.l.mu.Unlock()
 	return err
+}
+
+// httpServer is the http.Server of one of the server's ports, behind l: the
+// webhook port and the probe ports share its limits on request heads and its
+// accounting of connections (a connection that sends no whole head is
+// evicted first), and idle is how long a keep-alive connection may idle.
+func httpServer(l *limitListener, h http.Handler, errorLog *log.Logger, idle time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           l.Requested(h),
+		ConnState:         l.ConnState,
+		ConnContext:       l.ConnContext,
+		ErrorLog:          errorLog,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idle,
+	}
 }

@@ -147,20 +147,12 @@ func (s *server) metricsHandler() http.Handler {
 // limits on request heads and a cap on connections (probeConnLimits).
 func (s *server) portServer(name string, l net.Listener, h http.Handler) *manager.Server {
 	limited := newLimitListener(l, probeConnLimits, s.metrics.connRefusals.WithLabelValues(name))
+	srv := httpServer(limited, h, httpErrorLog(s.log.WithName(name)), 90*time.Second)
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 30*time.Second
 	return &manager.Server{
 		Name:     name,
 		Listener: limited,
-		Server: &http.Server{
-			Handler:           limited.Requested(h),
-			ConnState:         limited.ConnState,
-			ConnContext:       limited.ConnContext,
-			ErrorLog:          httpErrorLog(s.log.WithName(name)),
-			MaxHeaderBytes:    maxHeaderBytes,
-			ReadHeaderTimeout: readHeaderTimeout,
-			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       90 * time.Second,
-		},
+		Server:   srv,
 	}
 }
 

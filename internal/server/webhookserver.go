@@ -83,18 +83,11 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	// Requests answered while the server drains keep their context: the
 	// end of ctx stops accepting, not the reviews already taken on.
 	base := context.WithoutCancel(ctx)
-	srv := &http.Server{
-		BaseContext:       func(net.Listener) context.Context { return base },
-		Handler:           limited.Requested(mux),
-		ConnContext:       limited.ConnContext,
-		ErrorLog:          s.errorLog,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ReadHeaderTimeout: readHeaderTimeout,
-		// Longer than the API server's keep-alive timeout (90 s, Go's
-		// http.DefaultTransport's): the client closes an idle connection
-		// first, so a request never meets one this server closed.
-		IdleTimeout: 120 * time.Second,
-	}
+	// Longer than the API server's keep-alive timeout (90 s, Go's
+	// http.DefaultTransport's): the client closes an idle connection
+	// first, so a request never meets one this server closed.
+	srv := httpServer(limited, mux, s.errorLog, 120*time.Second)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	// The connections open, for the idle drain.
 	var open atomic.Int64
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
