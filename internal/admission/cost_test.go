@@ -184,7 +184,7 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// TestWorkCostBoundsAllocation: for every array and map of a pod (to a
+// TestPriceBoundsAllocation: for every array and map of a pod (to a
 // depth of five fields), a review whose pod holds tens of thousands of its
 // smallest elements (and, in an array of structs, of nulls and of zeros),
 // and for long strings, deep nesting, unknown fields,
@@ -192,7 +192,7 @@ func allocated(f func()) uint64 {
 // garbage included, so more than it ever holds at once) stays within what
 // the count reserves for it besides its body. That is what keeps the
 // server's memory within its request budget whatever a client sends.
-func TestWorkCostBoundsAllocation(t *testing.T) {
+func TestPriceBoundsAllocation(t *testing.T) {
 	f := newFixture(t, memoryPolicies(t), mutate.Options{})
 	const target = 48 << 10 // bytes of elements per shape
 	var shapes []costShape
@@ -261,7 +261,7 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 			req.OldObject.Raw = sh.old
 		}
 		body := reviewBody(t, req)
-		work := CountWork(slices.Clone(body))
+		price := PriceReview(slices.Clone(body))
 		var code int
 		var answer string
 		got := allocated(func() {
@@ -276,16 +276,16 @@ func TestWorkCostBoundsAllocation(t *testing.T) {
 			t.Errorf("%s: HTTP %d %.200s", sh.name, code, answer)
 		}
 		// The request and the recorder take a few KiB of their own.
-		ratio := float64(got) / (float64(work.PartsCost()+16<<10) * allocSlack)
+		ratio := float64(got) / (float64(price.Memory()+16<<10) * allocSlack)
 		if ratio > worst {
 			worst, worstName = ratio, sh.name
 		}
 		if testing.Verbose() || ratio > 1 {
-			t.Logf("%-70s %s: allocated %9d, reserved %9d (%.2f) %s", sh.name, work,
-				got, work.PartsCost(), ratio, strings.TrimSpace(answerOutcome(answer)))
+			t.Logf("%-70s %s: allocated %9d, reserved %9d (%.2f) %s", sh.name, price,
+				got, price.Memory(), ratio, strings.TrimSpace(answerOutcome(answer)))
 		}
 		if ratio > 1 {
-			t.Errorf("%s: answering allocated %d bytes, more than the %d the count reserves (times %.2f in this build)", sh.name, got, work.PartsCost(), allocSlack)
+			t.Errorf("%s: answering allocated %d bytes, more than the %d the count reserves (times %.2f in this build)", sh.name, got, price.Memory(), allocSlack)
 		}
 	}
 	t.Logf("%d shapes; the highest share of the reservation allocated: %.2f (%s)", len(shapes), worst, worstName)

@@ -8,7 +8,7 @@
 //
 // Handler.Webhook is the admission path: controller-runtime's admission
 // webhook around the handler. Before it decodes anything, the server counts
-// what the review asks it to hold (CountWork), which prices the webhook's
+// what the review asks it to hold (PriceReview), which prices the webhook's
 // memory and is taken from its request budget, and refuses a body that is
 // not a JSON object (RefuseNotObject); the handler refuses a decoded pod beyond the
 // caps (MaxContainers and the rest).

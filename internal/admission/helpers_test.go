@@ -96,7 +96,7 @@ func serve(h *Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if CountWork(body).NotObject {
+		if PriceReview(body).NotObject {
 			h.metrics.ObserveRequest(OutcomeError, 0)
 			RefuseNotObject(w)
 			return

@@ -12,7 +12,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 )
 
-// guard is the webhook's HTTP handler at admission.Path: it does what the
+// gate is the webhook's HTTP handler at admission.Path: it does what the
 // HTTP server does not do per request, then reads the body and hands it to
 // next, the admission webhook. In order: the write deadline,
 // "Connection: close" once shutdown began, so that the API server moves its
@@ -21,7 +21,7 @@ import (
 // (--max-request-bytes, 413), room for the body in the request budget before
 // it is read (503 when there is none within budgetWait) and a read deadline
 // sized to the body; then, before anything of it is decoded, its values are
-// counted (admission.CountWork): a body that is not a JSON object is
+// counted (admission.PriceReview): a body that is not a JSON object is
 // refused with an errored review (400), and room for processing the others
 // is taken from the budget (an errored review of code 413 when the whole
 // budget would not do: a property of the pod is answered, never left to the
@@ -33,7 +33,7 @@ import (
 // unreachable. A body above the limit is not read, so it has no uid to
 // answer; the API server's own request limit (3 MiB by default) is below
 // --max-request-bytes' default for a CREATE.
-func (s *server) guard(next http.Handler) http.Handler {
+func (s *server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
@@ -81,23 +81,23 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		// What decoding, mutating and patching the pod will hold, beyond
 		// the body, before any of it is decoded.
-		work := admission.CountWork(body)
-		if work.NotObject {
+		price := admission.PriceReview(body)
+		if price.NotObject {
 			s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
 			s.log.Info("Refused an admission request unprocessed: the body is not a JSON object", "bytes", len(body))
 			admission.RefuseNotObject(w)
 			return
 		}
-		extra := work.PartsCost()
+		extra := price.Memory()
 		if !s.budget.fitsMore(n, extra) {
-			s.tooMuchWork(w, start, work, body)
+			s.tooCostly(w, start, price, body)
 			return
 		}
 		wait, cancel = context.WithTimeout(r.Context(), budgetWait)
 		releaseMore, err := s.budget.acquireMore(wait, n, extra)
 		cancel()
 		if err != nil {
-			s.busy(w, start, fmt.Sprintf("processing a review of %s (about %d bytes beside its body)", work, extra))
+			s.busy(w, start, fmt.Sprintf("processing a review of %s (about %d bytes beside its body)", price, extra))
 			return
 		}
 		defer releaseMore()
@@ -106,17 +106,17 @@ func (s *server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// tooMuchWork answers a request whose processing would take more than the
+// tooCostly answers a request whose processing would take more than the
 // whole budget: no wait would make room for it. That is a property of the
 // pod, so the answer is a refusal in the review (code 413), which the API
 // server applies whatever the failurePolicy; only a body with no request
 // uid to answer gets an HTTP 413.
-func (s *server) tooMuchWork(w http.ResponseWriter, start time.Time, work admission.Work, body []byte) {
+func (s *server) tooCostly(w http.ResponseWriter, start time.Time, price admission.Price, body []byte) {
 	s.admission.ObserveRequest(admission.OutcomeError, time.Since(start))
-	s.log.Info("Refused an admission request that would take more memory than the request budget", "work", work.String(),
-		"cost", work.Bytes+work.PartsCost(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
+	s.log.Info("Refused an admission request that would take more memory than the request budget", "work", price.String(),
+		"cost", price.Bytes+price.Memory(), "maxBufferedBytes", s.opts.MaxBufferedBytes)
 	reason := fmt.Sprintf("processing this AdmissionReview (%s) would take about %d MiB, more than --max-buffered-bytes %d admits; "+
-		"the pod is beyond what the webhook processes (see docs/serve.md)", work, (work.Bytes+work.PartsCost())>>20, s.opts.MaxBufferedBytes)
+		"the pod is beyond what the webhook processes (see docs/serve.md)", price, (price.Bytes+price.Memory())>>20, s.opts.MaxBufferedBytes)
 	if admission.RefuseReview(w, body, http.StatusRequestEntityTooLarge, reason) {
 		return
 	}

@@ -15,7 +15,7 @@ const smallBodyBytes = 64 << 10
 // smallRequestBytes is the size up to which a request's body and the
 // processing counted for it together may use the whole budget. A pod as
 // the API server sends it, with its defaults and token volume, is counted
-// at 0.4 to 1.2 MiB (admission.Work; the e2e corpus); a pod that costs more
+// at 0.4 to 1.2 MiB (admission.Price; the e2e corpus); a pod that costs more
 // shares what is left after the quarter kept for those. Processing cannot
 // be stalled by its client, so many small ones hold the budget only while
 // they are answered.
@@ -47,7 +47,7 @@ func bodyReadTime(n int64, readTimeout time.Duration) time.Duration {
 // (--max-in-flight) and their bytes (--max-buffered-bytes), counted from the
 // announced Content-Length before a byte is read, so that a client announcing
 // large bodies and stalling cannot make the server allocate more. Once a body
-// is read, what processing it will take beyond its bytes (admission.Work) is
+// is read, what processing it will take beyond its bytes (admission.Price) is
 // taken from the same bytes before it is decoded.
 type requestBudget struct {
 	maxBytes    int64

@@ -180,7 +180,7 @@ func (b *requestBudget) held() (int64, int) {
 }
 
 // TestPodPartsCountAgainstTheBudget: what processing a pod takes beyond its
-// body (admission.Work) is taken from the request budget before the pod is
+// body (admission.Price) is taken from the request budget before the pod is
 // decoded. A pod whose processing could never fit is refused in its review
 // (code 413) with what it holds; one that does not fit now waits, then gets a 503; the budget is
 // given back either way, and a plain review is answered meanwhile.
@@ -208,7 +208,7 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 	res, err := e.admit(e.newClient(true), reviewFor(t, "many", "sandboxes", tiny(1000)))
 	// A property of the pod: refused in the review, which the API server
 	// applies whatever the failurePolicy, not with an HTTP error, which
-	// fails open under webhook.guard.
+	// fails open under webhook.guard (the chart's guard).
 	if err != nil || res.status != http.StatusOK || !strings.Contains(res.body, `"uid":"uid-many","allowed":false`) ||
 		!strings.Contains(res.body, `"code":413`) ||
 		!strings.Contains(res.body, "would take about 18 MiB") || !strings.Contains(res.body, "--max-buffered-bytes") {

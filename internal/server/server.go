@@ -231,7 +231,7 @@ func (s *server) run(ctx context.Context) error {
 	o := s.opts
 	defer s.registry.unregisterAll()
 
-	s.mgr.GetWebhookServer().Register(admission.Path, s.guard(admission.NewHandler(&s.config, s.lookup, s.admission, log).Webhook()))
+	s.mgr.GetWebhookServer().Register(admission.Path, s.gate(admission.NewHandler(&s.config, s.lookup, s.admission, log).Webhook()))
 	// Listen on the metrics and health ports first so that a clash fails
 	// at once.
 	for _, p := range []struct {

@@ -126,7 +126,7 @@ func TestRequestBodyLimit(t *testing.T) {
 func testRequestBodyLimit(t *testing.T, limit int) {
 	e := newTestEnv(t, func(o *Options) {
 		o.MaxRequestBytes = int64(limit)
-		// Room to process a review of the limit (admission.Work).
+		// Room to process a review of the limit (admission.Price).
 		o.MaxBufferedBytes = max(32<<20, int64(limit)*30)
 	})
 	e.start(nil)

@@ -109,7 +109,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		// the client sending a request on it, and the API server does not
 		// retry an admission POST that meets the closed connection (EOF,
 		// broken pipe). A connection the client uses meanwhile gets
-		// "Connection: close" (guard); an idle one the API server closes
+		// "Connection: close" (gate); an idle one the API server closes
 		// itself after 90 s. What is left after idleDrain is closed.
 		_ = l.Close()
 		deadline := time.Now().Add(s.idleDrain)

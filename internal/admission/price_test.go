@@ -16,12 +16,12 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
-// referenceCount counts the values of body as CountWork does, with
+// referenceCount counts the values of body as PriceReview does, with
 // encoding/json's tokens: the objects and nulls that are array elements,
 // the other objects, the arrays, and the scalars (keys and the other nulls
 // included in neither and in the scalars); ok is false when body is not
 // JSON.
-func referenceCount(body []byte) (w Work, ok bool) {
+func referenceCount(body []byte) (w Price, ok bool) {
 	if !json.Valid(body) {
 		return w, false
 	}
@@ -71,10 +71,10 @@ func referenceCount(body []byte) (w Work, ok bool) {
 	}
 }
 
-// TestCountWork: CountWork counts every object, array and scalar of the
+// TestPriceReview: PriceReview counts every object, array and scalar of the
 // review as encoding/json reads them, whatever its strings hold, and
 // refuses a body that is not a JSON object.
-func TestCountWork(t *testing.T) {
+func TestPriceReview(t *testing.T) {
 	for _, body := range []string{
 		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","args":["x","y",1,true,null]}]},"status":{"conditions":[{},{}],"phase":"Running"}},"oldObject":{"status":{}}}}`,
 		`{"request":{"object":{"status":[1,2,3],"spec":{"x":[[[[]]]],"volumes":[{"name":"v"}]},"status":"twice"}}}`,
@@ -83,7 +83,7 @@ func TestCountWork(t *testing.T) {
 		`{"request":{"userInfo":{"groups":["a","b"],"extra":{"k":["v"]}},"object":{"kind":"Pod"}}}`,
 		`{"a":[null, {}, null ,{"b":null,"c":[{}]}],"d":null,"e":[[{}],[null]] , "f" : [ 1 , { } ] }`,
 	} {
-		got := CountWork([]byte(body))
+		got := PriceReview([]byte(body))
 		want, ok := referenceCount([]byte(body))
 		if !ok {
 			t.Fatalf("not JSON: %s", body)
@@ -96,7 +96,7 @@ func TestCountWork(t *testing.T) {
 		}
 	}
 	for _, body := range []string{``, ` `, `[{}]`, `"x"`, "apiVersion: v1\nkind: AdmissionReview\n"} {
-		if !CountWork([]byte(body)).NotObject {
+		if !PriceReview([]byte(body)).NotObject {
 			t.Errorf("%q: taken for an object", body)
 		}
 	}
@@ -182,9 +182,9 @@ func TestPatchBound(t *testing.T) {
 	}
 }
 
-// FuzzCountWork: whatever the body, counting ends, never panics, and
+// FuzzPriceReview: whatever the body, counting ends, never panics, and
 // counts a JSON object's values as encoding/json reads them.
-func FuzzCountWork(f *testing.F) {
+func FuzzPriceReview(f *testing.F) {
 	for _, s := range []string{
 		`{"request":{"object":{"spec":{"containers":[{"env":[{}]}]}}}}`,
 		`{"request":{"object":{"spec":{"containers":[}`, `{"request":{"object":{"spec":{"volumes":[1,}]}}}}`,
@@ -194,7 +194,7 @@ func FuzzCountWork(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		w := CountWork(body)
+		w := PriceReview(body)
 		if w.Bytes != int64(len(body)) {
 			t.Errorf("Bytes = %d for %d bytes", w.Bytes, len(body))
 		}

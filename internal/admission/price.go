@@ -16,14 +16,14 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// Work is what a review asks the handler to hold while it decodes, mutates
+// Price is what a review asks the handler to hold while it decodes, mutates
 // and patches the pod, counted in one look at the body before anything of
 // it is decoded: its bytes and its JSON values. Values cost memory out of
 // proportion to their bytes: an empty object of three bytes becomes a typed
 // struct, a map when the patch is diffed, perhaps patch operations; 75,000
 // tiny containers in a 3 MB review took 600 MB, a million empty status
 // entries 3.3 GB.
-type Work struct {
+type Price struct {
 	// Bytes is the size of the review.
 	Bytes int64
 	// Elements counts the objects and nulls that are elements of an array:
@@ -39,7 +39,7 @@ type Work struct {
 
 // What each value costs to process beyond its bytes, measured as the heap a
 // review of tens of thousands of such values allocates while it is answered
-// (decoded, mutated, patched), per value, rounded up; TestWorkCostBoundsAllocation
+// (decoded, mutated, patched), per value, rounded up; TestPriceBoundsAllocation
 // holds them to it for every array and map of a pod. The count does not see
 // which array an element is in, so every element is priced as the
 // costliest: a container, which the core copies and writes (10 KiB beyond
@@ -59,19 +59,19 @@ const (
 	costPerByte = 20
 )
 
-// PartsCost is the memory processing the review takes beyond its bytes.
-func (w Work) PartsCost() int64 {
+// Memory is the memory processing the review takes beyond its bytes.
+func (w Price) Memory() int64 {
 	return costPerReview + int64(w.Elements)*costPerElement + int64(w.Objects)*costPerObject +
 		int64(w.Arrays)*costPerArray + int64(w.Scalars)*costPerScalar + w.Bytes*costPerByte
 }
 
 // String says what the review holds, for messages.
-func (w Work) String() string {
+func (w Price) String() string {
 	return fmt.Sprintf("%d bytes, %d objects or nulls in arrays, %d other objects, %d arrays, %d scalars",
 		w.Bytes, w.Elements, w.Objects, w.Arrays, w.Scalars)
 }
 
-// CountWork counts the values of an AdmissionReview body without decoding
+// PriceReview counts the values of an AdmissionReview body without decoding
 // it, in one pass that keeps no state but its position and the byte before
 // it: no nesting makes it use memory. An object or null is an array
 // element when "[" or "," comes before it (in an object, a key comes after
@@ -79,8 +79,8 @@ func (w Work) String() string {
 // nothing: a body that is not a JSON object is refused (NotObject), and the
 // decoder checks that an object is valid JSON before it allocates anything
 // for it.
-func CountWork(body []byte) Work {
-	w := Work{Bytes: int64(len(body))}
+func PriceReview(body []byte) Price {
+	w := Price{Bytes: int64(len(body))}
 	i := len(body) - len(bytes.TrimLeft(body, space))
 	if i == len(body) || body[i] != '{' {
 		w.NotObject = true
@@ -171,7 +171,7 @@ func skipObject(body []byte, i int) int {
 // space is JSON's whitespace.
 const space = " \t\r\n"
 
-// RefuseNotObject answers a body that is not a JSON object (Work.NotObject),
+// RefuseNotObject answers a body that is not a JSON object (Price.NotObject),
 // unprocessed, with an errored admission.k8s.io/v1 review of code 400: an
 // answer, so the API server refuses the pod whatever the failurePolicy.
 func RefuseNotObject(w http.ResponseWriter) {
