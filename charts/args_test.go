@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
-	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 )
@@ -25,7 +25,7 @@ func TestArgsParseWithServe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := deploymentContainer(t, mustRender(t, values)).Args
 
-			root := webhookapp.NewCommand(command.IOStreams{})
+			root := webhookcmd.NewCommand(command.IOStreams{})
 			cmd, rest, err := root.Find(args)
 			if err != nil || cmd.Name() != "serve" {
 				t.Fatalf("%q does not run serve: %v", args, err)

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/kyverno"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kyvernoimport"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -69,7 +69,7 @@ var changed = map[string]any{
 // know it, check's drift sees a change of it (the policy hash), the MAP
 // export either exports it (its output changes) or refuses it by name, and
 // the Kyverno importer either converts a Kyverno rule into it (in the
-// testdata/kyverno corpus) or names it in kyverno.NotImported.
+// testdata/kyverno corpus) or names it in kyvernoimport.NotImported.
 func TestSpecFieldsHaveTheirTwins(t *testing.T) {
 	fields := specFields(reflect.TypeFor[policy.Spec](), "spec")
 	if len(fields) < 30 {
@@ -101,12 +101,12 @@ func TestSpecFieldsHaveTheirTwins(t *testing.T) {
 					t.Errorf("%s does not know %s", name, f)
 				}
 			}
-			_, notImported := kyverno.NotImported[strings.TrimPrefix(f, "spec.")]
+			_, notImported := kyvernoimport.NotImported[strings.TrimPrefix(f, "spec.")]
 			switch {
 			case imported[f] && notImported:
-				t.Errorf("kyverno.NotImported lists %s, which the importer produces", f)
+				t.Errorf("kyvernoimport.NotImported lists %s, which the importer produces", f)
 			case !imported[f] && !notImported:
-				t.Errorf("no Kyverno policy of testdata/kyverno imports into %s, and kyverno.NotImported does not list it", f)
+				t.Errorf("no Kyverno policy of testdata/kyverno imports into %s, and kyvernoimport.NotImported does not list it", f)
 			}
 			v, ok := changed[f]
 			if !ok {
@@ -358,20 +358,20 @@ func importedFields(t *testing.T) map[string]bool {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Kyverno corpus: %v", err)
 	}
-	var docs []kyverno.Document
+	var docs []kyvernoimport.Document
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := kyverno.Split(filepath.Base(f), raw)
+		d, err := kyvernoimport.Split(filepath.Base(f), raw)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		docs = append(docs, d...)
 	}
 	out := map[string]bool{}
-	for _, c := range kyverno.Convert(docs).Policies {
+	for _, c := range kyvernoimport.Convert(docs).Policies {
 		b, err := json.Marshal(c.Policy)
 		if err != nil {
 			t.Fatal(err)

@@ -8,10 +8,10 @@ package main
 import (
 	"os"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cmd/kubectl-sandbox_webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/kubectl-sandbox_webhook/plugincmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
 func main() {
-	os.Exit(app.Main(os.Args[1:], command.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+	os.Exit(plugincmd.Main(os.Args[1:], command.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
 }

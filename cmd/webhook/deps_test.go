@@ -62,9 +62,9 @@ func TestServerBinaryDeps(t *testing.T) {
 		}
 	}
 	own := map[string][]string{
-		"server": {module + "/internal/server", module + "/certs", module + "/internal/command/serve", module + "/internal/command/certs"},
+		"server": {module + "/internal/server", module + "/certs", module + "/internal/command/serve", module + "/internal/command/certscmd"},
 		"command line": {module + "/internal/mapexport", module + "/internal/command/dryrun", module + "/internal/command/validate",
-			module + "/internal/command/test", module + "/internal/command/check", module + "/internal/command/exportmap"},
+			module + "/internal/command/testcmd", module + "/internal/command/check", module + "/internal/command/exportmap"},
 	}
 	for name, list := range map[string][]string{"server": server, "command line": cli} {
 		for owner, pkgs := range own {

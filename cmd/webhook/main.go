@@ -5,10 +5,10 @@ package main
 import (
 	"os"
 
-	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
 func main() {
-	os.Exit(app.Main(os.Args[1:], command.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+	os.Exit(webhookcmd.Main(os.Args[1:], command.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
 )
 
@@ -101,7 +101,7 @@ func Execute(root *cobra.Command, args []string, streams IOStreams) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(streams.ErrOut, "Error: %s\n", output.EscapeLines(err.Error())) // errors quote their input
+	fmt.Fprintf(streams.ErrOut, "Error: %s\n", textout.EscapeLines(err.Error())) // errors quote their input
 	var ee *ExitCodeError
 	if errors.As(err, &ee) {
 		return ee.Code

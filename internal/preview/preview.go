@@ -18,7 +18,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -185,5 +185,5 @@ func NewReportWriter(w io.Writer) *ReportWriter { return &ReportWriter{w} }
 
 // Line writes one report line.
 func (r *ReportWriter) Line(format string, args ...any) {
-	fmt.Fprintf(r.w, "%s\n", output.EscapeControl(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(r.w, "%s\n", textout.EscapeControl(fmt.Sprintf(format, args...)))
 }

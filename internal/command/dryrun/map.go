@@ -12,8 +12,8 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport/maprun"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -91,6 +91,6 @@ func comparableYAML(pod *corev1.Pod, ns string) (string, error) {
 	if b, err = json.Marshal(m); err != nil {
 		return "", err
 	}
-	out, err := output.YAML(b)
+	out, err := textout.YAML(b)
 	return string(out), err
 }

@@ -14,9 +14,9 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/predict"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -326,7 +326,7 @@ func (y *yamlOutput) object(js []byte) error {
 }
 
 func (y *yamlOutput) write(js []byte) error {
-	y.w.render(func() ([]byte, error) { return output.YAML(js) })
+	y.w.render(func() ([]byte, error) { return textout.YAML(js) })
 	return nil
 }
 
@@ -354,7 +354,7 @@ func (y *yamlOutput) listItem(js []byte) error {
 	}
 	y.items++
 	y.w.render(func() ([]byte, error) {
-		b, err := output.YAML(slices.Concat([]byte(`{"items":[`), js, []byte(`]}`)))
+		b, err := textout.YAML(slices.Concat([]byte(`{"items":[`), js, []byte(`]}`)))
 		if err != nil {
 			return nil, err
 		}
@@ -531,15 +531,15 @@ func (d *diffOutput) pod(p *preview.Pod) error {
 }
 
 func diff(p *preview.Pod) ([]byte, error) {
-	before, err := output.YAML(p.Before)
+	before, err := textout.YAML(p.Before)
 	if err != nil {
 		return nil, err
 	}
-	after, err := output.YAML(p.Object)
+	after, err := textout.YAML(p.Object)
 	if err != nil {
 		return nil, err
 	}
-	name := output.EscapeControl(p.Name)
+	name := textout.EscapeControl(p.Name)
 	d, err := preview.Diff(string(before), string(after), "a/"+name, "b/"+name)
 	return []byte(d), err
 }

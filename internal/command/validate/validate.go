@@ -13,7 +13,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/flags"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -45,7 +45,7 @@ names and types, not quantities or the rest of what the server refuses.`,
 			// same policy may share a name without being loaded together.
 			// Every path is checked, and every problem reported at once.
 			var problems []error
-			out := output.NewTextWriter(streams.Out) // file names are the user's, not always printable
+			out := textout.NewTextWriter(streams.Out) // file names are the user's, not always printable
 			report := func(set *policy.Set, err error) {
 				if err == nil {
 					err = policy.AllowHostPaths(set, allowed)

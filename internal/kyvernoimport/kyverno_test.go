@@ -1,4 +1,4 @@
-package kyverno
+package kyvernoimport
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package app
+package plugincmd
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
@@ -21,7 +21,7 @@ var sharedLists = []string{"policy", "exclude-namespace", "allowed-host-path"}
 // roots are the two binaries' command trees, fresh for each call.
 var roots = map[string]func() *cobra.Command{
 	PluginBinary:    func() *cobra.Command { return NewCommand(command.IOStreams{}) },
-	webhookapp.Name: func() *cobra.Command { return webhookapp.NewCommand(command.IOStreams{}) },
+	webhookcmd.Name: func() *cobra.Command { return webhookcmd.NewCommand(command.IOStreams{}) },
 }
 
 // TestSharedFlagsOneDefinition walks every command of both binaries: wherever a shared flag

@@ -1,6 +1,6 @@
 // Package output writes what the commands print: objects as YAML, and text
 // with the control characters of its input escaped.
-package output
+package textout
 
 import (
 	"bytes"

@@ -1,14 +1,14 @@
 // Package certs is the certs command group of the server binary:
 // `certs generate` writes a CA and a serving certificate for a webhook run
 // outside a cluster (the demo and the e2e suite use it).
-package certs
+package certscmd
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	tlscerts "github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 )
 
 // NewCommand returns the `certs` command group; `certs generate` writes a CA and
@@ -24,7 +24,7 @@ func NewCommand() *cobra.Command {
 }
 
 func newGenerateCommand() *cobra.Command {
-	opts := tlscerts.GenerateOptions{Validity: tlscerts.DefaultValidity}
+	opts := certs.GenerateOptions{Validity: certs.DefaultValidity}
 	cmd := &cobra.Command{
 		Use:   "generate --out-dir DIR --host HOST [--host HOST...] [--validity 8760h]",
 		Short: "Write a fresh CA (ca.crt) and a serving certificate signed by it (tls.crt, tls.key)",
@@ -41,17 +41,17 @@ Existing files in --out-dir are kept, and the command fails, unless --force.`,
 			if err := opts.Validate(); err != nil {
 				return cmd.FlagErrorFunc()(cmd, err)
 			}
-			if err := tlscerts.Generate(opts); err != nil {
+			if err := certs.Generate(opts); err != nil {
 				return fmt.Errorf("certs generate: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s to %s\n", tlscerts.CAFile, tlscerts.CertFile, tlscerts.KeyFile, opts.OutDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s to %s\n", certs.CAFile, certs.CertFile, certs.KeyFile, opts.OutDir)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&opts.OutDir, "out-dir", "", "directory to write ca.crt, tls.crt and tls.key into (created when missing)")
 	fs.StringArrayVar(&opts.Hosts, "host", nil, "subject alternative name of the serving certificate (repeatable; IP addresses become IP SANs)")
-	fs.DurationVar(&opts.Validity, "validity", tlscerts.DefaultValidity, "how long the CA and the serving certificate are valid")
+	fs.DurationVar(&opts.Validity, "validity", certs.DefaultValidity, "how long the CA and the serving certificate are valid")
 	fs.BoolVar(&opts.Force, "force", false, "replace an existing ca.crt, tls.crt and tls.key in --out-dir (the old CA cannot be had again)")
 	return cmd
 }

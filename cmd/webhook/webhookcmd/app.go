@@ -2,14 +2,14 @@
 // the admission server (serve), its certificate helpers (certs) and version.
 // The policy tools people run are the other binary,
 // cmd/kubectl-sandbox_webhook; this one does not link them.
-package app
+package webhookcmd
 
 import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	certscmd "github.com/sandbox-webhook/sandbox-webhook/internal/command/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/certscmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/serve"
 )
 

@@ -1,4 +1,4 @@
-package certs
+package certscmd
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	tlscerts "github.com/sandbox-webhook/sandbox-webhook/certs"
+	"github.com/sandbox-webhook/sandbox-webhook/certs"
 )
 
 func TestGenerateCommand(t *testing.T) {
@@ -27,7 +27,7 @@ func TestGenerateCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	after := time.Now()
-	cert := readCert(t, filepath.Join(dir, tlscerts.CertFile))
+	cert := readCert(t, filepath.Join(dir, certs.CertFile))
 	if cert.NotAfter.Before(before.Add(48*time.Hour)) || cert.NotAfter.After(after.Add(48*time.Hour)) {
 		t.Errorf("NotAfter = %s, want now+48h (between %s and %s)", cert.NotAfter, before.Add(48*time.Hour), after.Add(48*time.Hour))
 	}

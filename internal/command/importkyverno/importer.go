@@ -1,6 +1,6 @@
 // Package importer is the import command: Kyverno policies converted into
 // SandboxPolicy documents, every part left out reported.
-package importer
+package importkyverno
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/kyverno"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kyvernoimport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -66,7 +66,7 @@ written, each part left out is listed, and it exits 5.`,
 			if len(args) == 0 {
 				return command.UsageErrorf("import kyverno needs a file, a directory or - for standard input")
 			}
-			var docs []kyverno.Document
+			var docs []kyvernoimport.Document
 			for _, arg := range args {
 				d, err := read(arg, streams.In)
 				if err != nil {
@@ -74,7 +74,7 @@ written, each part left out is listed, and it exits 5.`,
 				}
 				docs = append(docs, d...)
 			}
-			res := kyverno.Convert(docs)
+			res := kyvernoimport.Convert(docs)
 			return write(streams, res, allowPartial)
 		},
 	}
@@ -85,7 +85,7 @@ written, each part left out is listed, and it exits 5.`,
 
 // read returns the documents of a file, of the policy files of a
 // directory, or of standard input (-).
-func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
+func read(arg string, stdin io.Reader) ([]kyvernoimport.Document, error) {
 	if arg == "-" {
 		raw, err := io.ReadAll(io.LimitReader(stdin, yamldoc.MaxBytes+1))
 		if err != nil {
@@ -94,7 +94,7 @@ func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 		if len(raw) > yamldoc.MaxBytes {
 			return nil, fmt.Errorf("standard input: %w", yamldoc.ErrTooLarge)
 		}
-		return kyverno.Split("-", raw)
+		return kyvernoimport.Split("-", raw)
 	}
 	files, err := policy.Files(arg)
 	if err != nil {
@@ -103,13 +103,13 @@ func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file", arg)
 	}
-	var docs []kyverno.Document
+	var docs []kyvernoimport.Document
 	for _, f := range files {
 		raw, err := yamldoc.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
-		d, err := kyverno.Split(f, raw)
+		d, err := kyvernoimport.Split(f, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -120,8 +120,8 @@ func read(arg string, stdin io.Reader) ([]kyverno.Document, error) {
 
 // write prints the converted policies and what was left out, and returns
 // the error the exit code follows.
-func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) error {
-	errOut := output.NewTextWriter(streams.ErrOut)
+func write(streams command.IOStreams, res kyvernoimport.Result, allowPartial bool) error {
+	errOut := textout.NewTextWriter(streams.ErrOut)
 	// Each part not converted says where it can live once Kyverno no
 	// longer runs the policy.
 	for _, f := range res.Refused {
@@ -165,7 +165,7 @@ func write(streams command.IOStreams, res kyverno.Result, allowPartial bool) err
 	return nil
 }
 
-func countFrom(res kyverno.Result) int {
+func countFrom(res kyvernoimport.Result) int {
 	seen := map[string]bool{}
 	for _, c := range res.Policies {
 		for _, o := range c.From {

@@ -1,7 +1,7 @@
 // Package app is the kubectl-sandbox_webhook command, sandbox-webhook's
 // command line and kubectl plugin: dry-run, validate, test, check,
 // export-map and version. Each command lives in internal/command/<command>.
-package app
+package plugincmd
 
 import (
 	"os"
@@ -12,8 +12,8 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/check"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/dryrun"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/exportmap"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/command/importer"
-	testcmd "github.com/sandbox-webhook/sandbox-webhook/internal/command/test"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/importkyverno"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/testcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/validate"
 )
 
@@ -38,7 +38,7 @@ Try a policy offline before installing it:
 		testcmd.NewCommand(streams),
 		check.NewCommand(streams),
 		exportmap.NewCommand(),
-		importer.NewCommand(streams),
+		importkyverno.NewCommand(streams),
 		command.NewVersionCommand(streams),
 	)
 	// After the subcommands are added: their examples are renamed too.

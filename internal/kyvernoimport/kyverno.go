@@ -8,7 +8,7 @@
 // It reads the policies as generic YAML: the product does not link Kyverno,
 // and a field of a newer Kyverno that this package does not know is reported
 // like any other part it does not convert.
-package kyverno
+package kyvernoimport
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -181,12 +181,12 @@ func (c Converted) YAML() []byte {
 	var b bytes.Buffer
 	for _, o := range c.From {
 		// Names come from the input: escaped, none can end the comment.
-		fmt.Fprintf(&b, "# Imported from Kyverno %s (%s), rules: %s\n", output.EscapeControl(o.Policy), output.EscapeControl(o.Source),
-			output.EscapeControl(strings.Join(o.Rules, ", ")))
+		fmt.Fprintf(&b, "# Imported from Kyverno %s (%s), rules: %s\n", textout.EscapeControl(o.Policy), textout.EscapeControl(o.Source),
+			textout.EscapeControl(strings.Join(o.Rules, ", ")))
 	}
 	for i, n := range c.Notes {
 		if !slices.Contains(c.Notes[:i], n) {
-			fmt.Fprintf(&b, "# Note: %s\n", output.EscapeControl(n))
+			fmt.Fprintf(&b, "# Note: %s\n", textout.EscapeControl(n))
 		}
 	}
 	b.Write(mustYAML(c.Policy))

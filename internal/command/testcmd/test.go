@@ -22,8 +22,8 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/output"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/preview"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -131,7 +131,7 @@ input is invalid, or a path is outside the root; 2 bad arguments.`,
 // runTests runs every test file under paths and returns an error when a case
 // fails.
 func runTests(out io.Writer, paths []string, allowOutsideRoot bool) error {
-	w := output.NewTextWriter(out) // names, case names and diffs come from the files
+	w := textout.NewTextWriter(out) // names, case names and diffs come from the files
 	var files []string
 	for _, p := range paths {
 		found, err := testFiles(p)
@@ -309,7 +309,7 @@ func runCase(c testCase, rel func(string) string, namespaces map[string]map[stri
 
 	var diffs []string
 	if c.Unchanged && p.Changed {
-		patch, err := output.YAML(p.Patch)
+		patch, err := textout.YAML(p.Patch)
 		if err != nil {
 			patch = p.Patch
 		}
@@ -369,11 +369,11 @@ func yamlDiff(wantFile, wantName string, got []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", wantName, err)
 	}
-	w, err := output.YAML(js)
+	w, err := textout.YAML(js)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", wantName, err)
 	}
-	g, err := output.YAML(got)
+	g, err := textout.YAML(got)
 	if err != nil || bytes.Equal(w, g) {
 		return "", err
 	}

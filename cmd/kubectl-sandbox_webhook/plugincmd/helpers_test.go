@@ -1,11 +1,11 @@
-package app
+package plugincmd
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 
-	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
 )
 
@@ -23,6 +23,6 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 func runServer(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := webhookapp.Main(args, command.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	code := webhookcmd.Main(args, command.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
 	return out.String(), errOut.String(), code
 }
