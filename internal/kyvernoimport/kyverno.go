@@ -1,4 +1,4 @@
-// Package kyverno converts Kyverno mutate policies of the shapes
+// Package kyvernoimport converts Kyverno mutate policies of the shapes
 // sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
 // read-only hostPath mounts in every container, literal env, memory limits,
 // and matches by kind, namespace and labels. Every part it does not convert

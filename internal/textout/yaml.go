@@ -1,4 +1,4 @@
-// Package output writes what the commands print: objects as YAML, and text
+// Package textout writes what the commands print: objects as YAML, and text
 // with the control characters of its input escaped.
 package textout
 

@@ -1,4 +1,4 @@
-// Package app is the kubectl-sandbox_webhook command, sandbox-webhook's
+// Package plugincmd is the kubectl-sandbox_webhook command, sandbox-webhook's
 // command line and kubectl plugin: dry-run, validate, test, check,
 // export-map and version. Each command lives in internal/command/<command>.
 package plugincmd

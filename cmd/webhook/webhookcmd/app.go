@@ -1,4 +1,4 @@
-// Package app is the sandbox-webhook command, the container image's binary:
+// Package webhookcmd is the sandbox-webhook command, the container image's binary:
 // the admission server (serve), its certificate helpers (certs) and version.
 // The policy tools people run are the other binary,
 // cmd/kubectl-sandbox_webhook; this one does not link them.

@@ -1,4 +1,4 @@
-// Package certs is the certs command group of the server binary:
+// Package certscmd is the certs command group of the server binary:
 // `certs generate` writes a CA and a serving certificate for a webhook run
 // outside a cluster (the demo and the e2e suite use it).
 package certscmd

@@ -1,4 +1,4 @@
-// Package importer is the import command: Kyverno policies converted into
+// Package importkyverno is the import kyverno command: Kyverno policies converted into
 // SandboxPolicy documents, every part left out reported.
 package importkyverno
 
