@@ -48,11 +48,29 @@ MATRIX_GATES  := PodLevelResources=false,InPlacePodLevelResourcesVerticalScaling
 # dependencies stay out of the main one.
 TEST_MODULES := e2e charts hack/bench hack/kernelleak
 
-test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, then the e2e version matrix.
+test: tools ## Run every test: unit, golden, chart, fuzz seeds and e2e (race detector on), the chart's alert and dashboard queries, the e2e version matrix, and as root the node tier.
 	$(GO_TEST) -race -count=1 ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && echo "[test] module $$m" && $(GO_TEST) -race -count=1 -timeout 20m ./...); done
 	cd charts/monitoringtest && $(GO_TEST) -count=1 ./...
 	$(MAKE) --no-print-directory e2e-matrix
+	$(MAKE) --no-print-directory test-node
+
+# The node tier needs root (containerd, the kubelet, apt-get): make test runs
+# it as root, as CI is, and says so when it cannot.
+.PHONY: test-node
+test-node:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory node-e2e; \
+	else echo "[test] the node tier (make node-e2e) needs root: not run"; fi
+
+# The tiers too long for make test's budget, one after the other; each is
+# also a target of its own. docs/architecture.md gives their times.
+.PHONY: test-tiers
+test-tiers: ## Run the tiers make test leaves out (root, apt): cluster-e2e, kyverno-parity, kyverno-cutover, arm64-e2e, io-bench.
+	$(MAKE) --no-print-directory cluster-e2e
+	$(MAKE) --no-print-directory kyverno-parity
+	$(MAKE) --no-print-directory kyverno-cutover
+	$(MAKE) --no-print-directory arm64-e2e
+	$(MAKE) --no-print-directory io-bench
 
 .PHONY: e2e-matrix
 e2e-matrix: tools ## Run the version-dependent e2e tests on every older minor (and the MAP equivalence from 1.36) and with PodLevelResources off.
