@@ -57,6 +57,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/sandbox-webhook/sandbox-webhook/hack/image v0.0.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
@@ -87,4 +88,5 @@ require (
 replace (
 	github.com/sandbox-webhook/sandbox-webhook => ../../
 	github.com/sandbox-webhook/sandbox-webhook/e2e => ../../e2e
+	github.com/sandbox-webhook/sandbox-webhook/hack/image => ../image
 )
