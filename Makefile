@@ -89,8 +89,9 @@ BENCH_TIME  ?= 500ms
 .PHONY: bench
 bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
 	@mkdir -p $(BENCH_OUT)
-	@echo "[bench] 1/4 go test -bench (every package; the handler against its floor)"
+	@echo "[bench] 1/4 go test -bench (every package, and hack/bench's: the core, the handler against its floor)"
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
+	cd hack/bench && go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee -a $(BENCH_OUT)/go-bench.txt
 	cd hack/bench && go run ./benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
 	@echo "[bench] 2/4 hack/bench/loadgen: the serve process and the floor under load, and start-up"
 	cd hack/bench && go run ./loadgen --binary $(BIN)/sandbox-webhook --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
@@ -100,7 +101,7 @@ bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, 
 	cd hack/bench && go run ./fleetbench --binary $(BIN)/kubectl-sandbox_webhook --out $(BENCH_OUT)/fleet.md > /dev/null
 	@{ echo "# sandbox-webhook benchmarks"; echo; \
 	  echo "$$(git describe --tags --always --dirty 2>/dev/null || echo dev), $$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) CPUs, $$(uname -sm), load average $$(cut -d' ' -f1-3 /proc/loadavg). Ratios compare numbers of one run."; \
-	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./internal/admission)"; echo; cat $(BENCH_OUT)/core.md; \
+	  echo; echo "## Handler against its floor (go test -bench BenchmarkReview ./gobench in hack/bench)"; echo; cat $(BENCH_OUT)/core.md; \
 	  echo; cat $(BENCH_OUT)/load.md; echo; cat $(BENCH_OUT)/e2e-burst.md; echo; cat $(BENCH_OUT)/fleet.md; } > $(BENCH_OUT)/report.md
 	@echo "[bench] report: $(BENCH_OUT)/report.md"
 
