@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/image"
 )
 
 // TestArm64Corpus runs the golden corpus through the API server against the

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/image"
 )
 
 // NodeImage is the one image the node e2e runs, both as every container and

@@ -1,6 +1,8 @@
-// Module bench holds the tools `make bench` runs (loadgen, benchratio,
-// fleetbench). loadgen starts its control plane with the e2e harness, so
-// the module is apart from the main one, as the e2e module is.
+// Module bench holds what `make bench` runs: the inputs every benchmark
+// shares (benchdata), the go test benchmarks that read them (gobench) and
+// the tools (loadgen, benchratio, fleetbench). loadgen starts its control
+// plane with the e2e harness, so the module is apart from the main one, as
+// the e2e module is, and the product's module holds no bench support.
 module github.com/sandbox-webhook/sandbox-webhook/hack/bench
 
 go 1.26.0
@@ -12,7 +14,9 @@ require (
 
 require (
 	github.com/go-logr/logr v1.4.4
+	github.com/go-logr/zapr v1.3.0
 	github.com/prometheus/client_golang v1.24.0
+	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -57,8 +61,10 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/sandbox-webhook/sandbox-webhook/hack/image v0.0.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -87,4 +93,5 @@ require (
 replace (
 	github.com/sandbox-webhook/sandbox-webhook => ../../
 	github.com/sandbox-webhook/sandbox-webhook/e2e => ../../e2e
+	github.com/sandbox-webhook/sandbox-webhook/hack/image => ../image
 )

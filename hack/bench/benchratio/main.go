@@ -1,12 +1,12 @@
 // Command benchratio reads `go test -bench -benchmem` output on stdin and
 // prints, as a markdown table, every benchmark that has a path=handler and
-// a path=floor variant (admission's BenchmarkReview) as ratios to its floor:
+// a path=floor variant (gobench's BenchmarkReview) as ratios to its floor:
 // time, bytes and allocations per operation, then the raw numbers. With
 // -count above 1 each figure is the median of its runs. Ratios are computed
 // from numbers of one run, so they survive a noisy machine better than the
 // absolute figures.
 //
-//	go test -run '^$' -bench BenchmarkReview -benchmem -count 5 ./internal/admission | go run ./hack/bench/benchratio
+//	go test -run '^$' -bench BenchmarkReview -benchmem -count 5 ./gobench | go run ./benchratio   # in hack/bench
 package main
 
 import (

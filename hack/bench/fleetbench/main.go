@@ -33,8 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
 )
 
 // target is a server under load.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
 )
 
 // process is a server loadgen started: the webhook or the floor.

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
 )
 
 type options struct {

@@ -1,7 +1,7 @@
 // Command decodefloor is the second baseline hack/bench/loadgen measures the
 // webhook against: a controller-runtime admission webhook that decodes each
 // AdmissionReview and answers "allowed", doing nothing else (the floor of
-// admission's BenchmarkReview, served). Same certificate and TLS settings
+// gobench's BenchmarkReview, served). Same certificate and TLS settings
 // as the webhook: TLS 1.3, HTTP/1.1 only, keep-alive.
 package main
 

@@ -1,14 +1,19 @@
 // Command image builds the server's container image without a Docker
-// engine (internal/image) and pushes it, for `make image` and `make push`.
+// engine (package image, this module's root) and pushes it, for `make
+// image` and `make push`, and writes the Dockerfile from the same
+// definition, for `make dockerfile`. Run it in hack/image:
 //
-//	go run ./hack/image build -out DIR -binary linux/amd64=PATH -binary linux/arm64=PATH \
+//	go run ./cmd/image build -out DIR -binary linux/amd64=PATH -binary linux/arm64=PATH \
 //	    -version V -revision R -source URL -created UNIX -ref NAME:TAG
-//	go run ./hack/image push [-insecure] -layout DIR/oci REF
+//	go run ./cmd/image push [-insecure] -layout DIR/oci REF
+//	go run ./cmd/image dockerfile -out PATH
 //
 // build writes DIR/oci (an OCI image layout), DIR/sandbox-webhook.tar (the
 // same as an archive, what `ctr images import` reads) and, per platform,
 // DIR/sbom-OS-ARCH.spdx.json; it prints the index's digest. push sends the
 // index to REF with the credentials the Docker CLI and crane use.
+// dockerfile writes the Dockerfile that builds the same filesystem with a
+// Docker engine.
 package main
 
 import (
@@ -25,12 +30,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/image"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/image"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: image build|push [flags]")
+		fmt.Fprintln(os.Stderr, "usage: image build|push|dockerfile [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,8 +44,10 @@ func main() {
 		err = build(os.Args[2:])
 	case "push":
 		err = push(os.Args[2:])
+	case "dockerfile":
+		err = dockerfile(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: build or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: build, push or dockerfile", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -159,4 +166,15 @@ func push(args []string) error {
 	digest, _ := idx.Digest()
 	fmt.Printf("pushed %s@%s\n", ref.Context(), digest)
 	return nil
+}
+
+func dockerfile(args []string) error {
+	fs := flag.NewFlagSet("dockerfile", flag.ExitOnError)
+	out := fs.String("out", "Dockerfile", "the file to write")
+	_ = fs.Parse(args)
+	b, err := image.Dockerfile()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, b, 0o644)
 }

@@ -1,4 +1,4 @@
-package admission
+package gobench
 
 import (
 	"bytes"
@@ -8,18 +8,22 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	admissionv1 "k8s.io/api/admission/v1"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
 // BenchmarkReview is the cost of one pod CREATE through the webhook's HTTP
@@ -42,9 +46,7 @@ func BenchmarkReview(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := newFixture(b, set, mutate.Options{})
-		f.handler.log = log.WithName("admission")
-		h := serve(f.handler)
+		h := handler(set, log)
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")
@@ -74,9 +76,7 @@ func BenchmarkReviewRatio(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := newFixture(b, set, mutate.Options{})
-		f.handler.log = log.WithName("admission")
-		h := serve(f.handler)
+		h := handler(set, log)
 		for _, c := range benchdata.Cases() {
 			body := benchdata.Review(c.Pod)
 			checkAnswer(b, h, body, c.Name != "non-matching")
@@ -85,7 +85,7 @@ func BenchmarkReviewRatio(b *testing.B) {
 				rd := bytes.NewReader(nil)
 				serve := func(h http.Handler) time.Duration {
 					rd.Reset(body)
-					r := httptest.NewRequest(http.MethodPost, Path, rd)
+					r := httptest.NewRequest(http.MethodPost, admission.Path, rd)
 					r.Header.Set("Content-Type", "application/json")
 					w := httptest.NewRecorder()
 					start := time.Now()
@@ -117,6 +117,38 @@ func BenchmarkReviewRatio(b *testing.B) {
 	}
 }
 
+// handler is the webhook's admission path as the server serves it, with
+// set's policies, the namespace of the benchmark pods and log.
+func handler(set *policy.Set, log logr.Logger) http.Handler {
+	var config atomic.Pointer[admission.Config]
+	config.Store(&admission.Config{Policies: set, Options: mutate.Options{}})
+	lookup := func(_ context.Context, name string) (mutate.Namespace, bool) {
+		return mutate.Namespace{Name: name}, name == benchdata.Namespace
+	}
+	metrics := admission.NewMetrics(prometheus.NewRegistry())
+	return serve(admission.NewHandler(&config, lookup, metrics, log), metrics)
+}
+
+// serve stands in for the server's guard: it reads the body, counts it,
+// refuses one that is not a JSON object, and hands the rest to h's webhook.
+func serve(h *admission.Handler, metrics *admission.Metrics) http.Handler {
+	webhook := h.Webhook()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if admission.CountWork(body).NotObject {
+			metrics.ObserveRequest(admission.OutcomeError, 0)
+			admission.RefuseNotObject(w)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		webhook.ServeHTTP(w, r)
+	})
+}
+
 // floorHandler is the least an admission webhook built on controller-runtime
 // does per request: decode the AdmissionReview, answer it allowed.
 func floorHandler(log logr.Logger) http.Handler {
@@ -144,7 +176,7 @@ func serveLoop(b *testing.B, h http.Handler, body []byte) {
 	rd := bytes.NewReader(nil)
 	for b.Loop() {
 		rd.Reset(body)
-		r := httptest.NewRequest(http.MethodPost, Path, rd)
+		r := httptest.NewRequest(http.MethodPost, admission.Path, rd)
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -158,7 +190,7 @@ func serveLoop(b *testing.B, h http.Handler, body []byte) {
 // answer for the benchmark's uid, with a patch exactly when patched.
 func checkAnswer(b *testing.B, h http.Handler, body []byte, patched bool) {
 	b.Helper()
-	r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+	r := httptest.NewRequest(http.MethodPost, admission.Path, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

@@ -3,8 +3,11 @@
 // nonroot user (65532) and a world-writable /tmp, for linux/amd64 and
 // linux/arm64 in one OCI index. Every byte follows from the binaries and
 // the options, so two builds of one commit have one digest. The
-// Dockerfile's final stage assembles the same files (TestDockerfile holds
-// the two to each other).
+// repository's Dockerfile, for a Docker engine, is written from the same
+// definition (Dockerfile).
+//
+// It is a module of its own, so that go-containerregistry and the Docker
+// CLI's configuration code stay out of the webhook's go.mod.
 package image
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,7 +32,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// The runtime configuration, as the Dockerfile's final stage gives it.
+// The runtime configuration.
 const (
 	// Path is where the binary is in the image.
 	Path = "/sandbox-webhook"
@@ -55,7 +59,7 @@ var Dirs = []Dir{{"/etc", 0o755, 0}, {"/home", 0o755, 0}, {"/home/nonroot", 0o70
 // Platforms are the platforms the image is built for.
 var Platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
 
-// rootfs holds /etc/passwd and /etc/group; the Dockerfile copies the same
+// rootfs holds /etc/passwd and /etc/group; the Dockerfile writes the same
 // files.
 //
 //go:embed rootfs
@@ -171,23 +175,12 @@ func Filesystem(binary []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	files := map[string][]byte{Path[1:]: binary}
-	err := fs.WalkDir(rootfs, "rootfs", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := rootfs.ReadFile(path)
-		files[path[len("rootfs/"):]] = b
-		return err
-	})
+	files, err := rootfsFiles()
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	files[Path[1:]] = binary
+	names := slices.Sorted(maps.Keys(files))
 	for _, n := range names {
 		mode := int64(0o644)
 		if "/"+n == Path {
@@ -204,6 +197,21 @@ func Filesystem(binary []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// rootfsFiles returns the files of rootfs by their path in the image
+// ("etc/passwd").
+func rootfsFiles() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := fs.WalkDir(rootfs, "rootfs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := rootfs.ReadFile(path)
+		files[path[len("rootfs/"):]] = b
+		return err
+	})
+	return files, err
 }
 
 // WriteLayout writes idx to dir as an OCI image layout whose index.json

@@ -72,8 +72,8 @@ func TestBuildReproducible(t *testing.T) {
 	}
 }
 
-// TestImage: an OCI index of one image per platform, each configured as
-// the Dockerfile's final stage and holding exactly the runtime filesystem.
+// TestImage: an OCI index of one image per platform, each configured to
+// run the server as nonroot and holding exactly the runtime filesystem.
 func TestImage(t *testing.T) {
 	o := Options{Binaries: binaries(t), Version: "v1.2.3", Revision: "abc", Source: "https://example.com/repo"}
 	idx, err := Build(o)
@@ -208,13 +208,13 @@ func TestLayoutAndArchive(t *testing.T) {
 	}
 }
 
-// TestSBOM: the SPDX document of a Go binary (hack/image, which links
+// TestSBOM: the SPDX document of a Go binary (cmd/image, which links
 // go-containerregistry) names its module and every module linked into it,
 // with their purls.
 func TestSBOM(t *testing.T) {
 	self := filepath.Join(t.TempDir(), "image")
-	if out, err := exec.Command("go", "build", "-o", self, "../../hack/image").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./hack/image: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", self, "./cmd/image").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/image: %v\n%s", err, out)
 	}
 	b, err := SBOM(self, "v1.2.3", time.Unix(1700000000, 0))
 	if err != nil {
@@ -248,7 +248,7 @@ func TestSBOM(t *testing.T) {
 		}
 		purls = append(purls, p.ExternalRefs[0].Locator)
 	}
-	for _, want := range []string{"pkg:golang/github.com/sandbox-webhook/sandbox-webhook@v1.2.3", "pkg:golang/github.com/google/go-containerregistry@v0.22.1"} {
+	for _, want := range []string{"pkg:golang/github.com/sandbox-webhook/sandbox-webhook/hack/image@v1.2.3", "pkg:golang/github.com/google/go-containerregistry@v0.22.1"} {
 		if !slices.Contains(purls, want) {
 			t.Errorf("no %s among %d packages", want, len(purls))
 		}

@@ -1,4 +1,4 @@
-package input
+package gobench
 
 import (
 	"bytes"
@@ -7,16 +7,17 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 )
 
 // discard is a Visitor that drops what it is handed.
 type discard struct{}
 
-func (discard) Object(Position, Object) error            { return nil }
-func (discard) ListStart(Position, map[string]any) error { return nil }
-func (discard) ListItem(Position, Object) error          { return nil }
-func (discard) ListEnd(Position, map[string]any) error   { return nil }
+func (discard) Object(input.Position, input.Object) error      { return nil }
+func (discard) ListStart(input.Position, map[string]any) error { return nil }
+func (discard) ListItem(input.Position, input.Object) error    { return nil }
+func (discard) ListEnd(input.Position, map[string]any) error   { return nil }
 
 // benchList is a List of n typical pods, as kubectl get -o yaml (or -o
 // json) prints it.
@@ -48,7 +49,7 @@ func BenchmarkReadStream(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			for b.Loop() {
-				if err := ReadStream("bench", bytes.NewReader(in), discard{}); err != nil {
+				if err := input.ReadStream("bench", bytes.NewReader(in), discard{}); err != nil {
 					b.Fatal(err)
 				}
 			}

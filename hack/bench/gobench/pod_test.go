@@ -1,4 +1,4 @@
-package mutate_test
+package gobench
 
 import (
 	"fmt"
@@ -6,14 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // BenchmarkPod measures the core alone on the benchmark pods the handler and
 // load benchmarks use, under 1, 10 and 100 policies of which one matches.
 func BenchmarkPod(b *testing.B) {
-	ns := mutate.Namespace{Name: "sandboxes"}
+	ns := mutate.Namespace{Name: benchdata.Namespace}
 	pods := []struct {
 		name string
 		pod  *corev1.Pod

@@ -2,8 +2,9 @@
 // the pods (a typical sandbox pod of about 5 KB, a large one and one no
 // policy selects), the AdmissionReviews the API server would send for them,
 // and policy sets of 1, 10 or 100 policies of which only the seed policy
-// matches. The core and handler benchmarks, the load generator and the
-// end-to-end bursts read the same inputs, so their numbers compare.
+// matches. The core and handler benchmarks (../gobench), the load
+// generator and the command line's fleet benchmark read the same inputs,
+// so their numbers compare.
 package benchdata
 
 import (
@@ -184,9 +185,9 @@ func WritePolicies(dir string, n int) error {
 	return os.WriteFile(filepath.Join(dir, "zz-others.yaml"), OtherPolicies(n-1), 0o644)
 }
 
-// Root returns the repository root (this package's source is two levels
+// Root returns the repository root (this package's source is three levels
 // below it).
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
