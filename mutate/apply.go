@@ -43,12 +43,15 @@ type kind struct {
 
 // kinds are the item kinds in the order they apply. A later kind sees
 // what an earlier one injected: containerLimits raises a limit by the
-// caches a container mounts, and memory's pod-level limit is at least the
+// caches and the shm a container mounts, disk's warning counts the caches,
+// and memory's pod-level limit is at least the
 // containers' limits as raised.
 var kinds = []kind{
 	{"caches", (*applier).caches},
+	{"shm", (*applier).shm},
 	{"containerLimits", (*applier).raiseLimits},
 	{"assets", (*applier).assets},
+	{"disk", (*applier).disk},
 	{"env", (*applier).envs},
 	{"memory", (*applier).memory},
 }

@@ -23,7 +23,7 @@ func (a *applier) cache(i int, sel []target) {
 	want := a.cacheVolume(i)
 	a.volume("cache/"+c.Name, want, c.MountPath, false, sel)
 	if a.mode == policy.ModeMemory && !a.raises() {
-		a.warnCharged(want, c.MountPath, sel)
+		a.warnCharged("cache/"+c.Name, "this in-memory cache", want, c.MountPath, sel)
 	}
 }
 
@@ -44,7 +44,7 @@ func (a *applier) cacheVolume(i int) corev1.Volume {
 // cache on disk, in reclaimable page cache, can be OOM-killed with it in
 // memory. A limit equal to the headroom this policy sets per container (its
 // memory.level container) is the headroom, not a limit of the pod's own.
-func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target) {
+func (a *applier) warnCharged(item, what string, vol corev1.Volume, mountPath string, sel []target) {
 	if !a.injected(vol) {
 		return // not injected, or the pod's own volume of that name
 	}
@@ -60,15 +60,16 @@ func (a *applier) warnCharged(vol corev1.Volume, mountPath string, sel []target)
 				lim = q
 			}
 		}
-		a.warn("%s", chargedWarning(vol.Name, t.c.Name, lim, vol.EmptyDir.SizeLimit))
+		a.warn("%s", chargedWarning(item, what, t.c.Name, lim, vol.EmptyDir.SizeLimit))
 	}
 }
 
-// chargedWarning says that the memory-backed cache named cache, of at most
-// size (nil: no sizeLimit), counts against the memory limit lim of the
-// container named container, and what it leaves the container's processes.
-func chargedWarning(cache, container string, lim resource.Quantity, size *resource.Quantity) string {
-	msg := fmt.Sprintf("cache/%s: container %q limits its memory to %s, and this in-memory cache counts against it", cache, container, lim.String())
+// chargedWarning says that item's memory-backed volume (what: "this
+// in-memory cache"), of at most size (nil: no sizeLimit), counts against the
+// memory limit lim of the container named container, and what it leaves the
+// container's processes.
+func chargedWarning(item, what, container string, lim resource.Quantity, size *resource.Quantity) string {
+	msg := fmt.Sprintf("%s: container %q limits its memory to %s, and %s counts against it", item, container, lim.String(), what)
 	switch {
 	case size == nil:
 		return msg + " with no sizeLimit: it can take the whole limit (OOM kill)"

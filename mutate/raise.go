@@ -70,8 +70,8 @@ func (a *applier) raisedBefore(t target, lim, add resource.Quantity) (resource.Q
 }
 
 // cacheAdd is the sum of the sizeLimits of the policy's caches, as this
-// mode injects them, that container t mounts as the policy mounts them:
-// what they raise its limit by (containerLimits: raise).
+// mode injects them, and of its shm, that container t mounts as the policy
+// mounts them: what they raise its limit by (containerLimits: raise).
 func (a *applier) cacheAdd(t target) resource.Quantity {
 	var add resource.Quantity
 	for i, c := range a.p.Spec.Caches {
@@ -80,6 +80,10 @@ func (a *applier) cacheAdd(t target) resource.Quantity {
 			slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, c.Name, c.MountPath, false) }) {
 			add.Add(*size) // validation: with containerLimits raise, every cache has a sizeLimit
 		}
+	}
+	if s := a.p.Spec.Shm; s != nil && a.injected(a.shmVolume()) &&
+		slices.ContainsFunc(t.c.VolumeMounts, func(m corev1.VolumeMount) bool { return policyMount(&m, s.Name, policy.ShmPath, false) }) {
+		add.Add(*a.p.ShmSize)
 	}
 	return add
 }

@@ -89,6 +89,14 @@ func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 			p.MemoryRequest = quantity(m.Request, field.NewPath("spec", "memory", "request"))
 		}
 	}
+	if s := sp.Spec.Shm; s != nil {
+		q := quantity(s.SizeLimit, field.NewPath("spec", "shm", "sizeLimit"))
+		p.ShmSize = &q
+	}
+	if d := sp.Spec.Disk; d != nil {
+		p.DiskLimit = quantity(d.Limit, field.NewPath("spec", "disk", "limit"))
+		p.DiskRequest = quantity(d.Request, field.NewPath("spec", "disk", "request"))
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -111,6 +119,12 @@ func setDefaults(sp *SandboxPolicy) {
 	}
 	if s.Memory != nil && s.Memory.Level == "" {
 		s.Memory.Level = LevelPod
+	}
+	if s.Shm != nil && s.Shm.Name == "" {
+		s.Shm.Name = "dshm"
+	}
+	if s.Disk != nil && s.Disk.Request == "" {
+		s.Disk.Request = s.Disk.Limit
 	}
 	for i := range s.Assets {
 		if h := s.Assets[i].HostPath; h != nil && h.Type == "" {

@@ -61,6 +61,10 @@ var changed = map[string]any{
 	"spec.assets[].hostPath.type":         "File",
 	"spec.assets[].image.reference":       "registry.example.com/swe-rebench-v3:pinned",
 	"spec.assets[].image.pullPolicy":      "Always",
+	"spec.shm.name":                       "shm",
+	"spec.shm.sizeLimit":                  "4Gi",
+	"spec.disk.limit":                     "40Gi",
+	"spec.disk.request":                   "10Gi",
 }
 
 // TestSpecFieldsHaveTheirTwins walks policy.Spec and holds every field to
@@ -119,11 +123,9 @@ func TestSpecFieldsHaveTheirTwins(t *testing.T) {
 				t.Errorf("changing %s leaves the policy hash as it was: check's drift would not see it", f)
 			}
 			out, refusal := export(t, set2)
-			leaf := f[strings.LastIndex(f, ".")+1:]
-			parent := strings.TrimSuffix(strings.TrimPrefix(f, "spec."), "[]."+leaf)
 			switch {
 			case refusal != "":
-				if !strings.Contains(refusal, strings.TrimPrefix(f, "spec.")) && !strings.Contains(refusal, parent) {
+				if !namesPathOrAncestor(refusal, f) {
 					t.Errorf("the MAP export refuses a change of %s without naming it: %s", f, refusal)
 				}
 			case bytes.Equal(out, baseMAP):
@@ -131,6 +133,18 @@ func TestSpecFieldsHaveTheirTwins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// namesPathOrAncestor reports whether msg names field f (spec.a[].b.c) or
+// one of its ancestors, as a.b.c, a.b or a.
+func namesPathOrAncestor(msg, f string) bool {
+	parts := strings.Split(strings.ReplaceAll(strings.TrimPrefix(f, "spec."), "[]", ""), ".")
+	for i := len(parts); i > 0; i-- {
+		if strings.Contains(msg, strings.Join(parts[:i], ".")) {
+			return true
+		}
+	}
+	return false
 }
 
 // specFields lists the fields of t by their path in a policy document: a
@@ -183,12 +197,14 @@ func readmeReference(t *testing.T) map[string]any {
 	return doc
 }
 
-// exportable is the reference without what the MAP export refuses whole
-// (match.any) and with the image source alone for its asset, so that a
-// change of the hostPath shows.
+// exportable is the reference without what the MAP export refuses whole:
+// match.any, shm and disk.
 func exportable(ref map[string]any) map[string]any {
 	doc := clone(ref)
-	delete(doc["spec"].(map[string]any)["match"].(map[string]any), "any")
+	spec := doc["spec"].(map[string]any)
+	delete(spec["match"].(map[string]any), "any")
+	delete(spec, "shm")
+	delete(spec, "disk")
 	return doc
 }
 
@@ -228,8 +244,8 @@ func lookup(doc any, path string) (any, bool) {
 
 // set sets the value at path in doc (in the first item of a list that has
 // it, else the first), making
-// what is missing on the way; a missing list starts as ref's, so that its
-// item is valid.
+// what is missing on the way; a missing object or list starts as ref's, so
+// that it is valid.
 func set(doc, ref map[string]any, path string, v any) {
 	parts := strings.Split(path, ".")
 	cur := doc
@@ -238,7 +254,11 @@ func set(doc, ref map[string]any, path string, v any) {
 		if !list {
 			next, ok := cur[name].(map[string]any)
 			if !ok {
-				next = map[string]any{}
+				from, _ := lookup(ref, strings.Join(parts[:i+1], "."))
+				next, _ = clone(map[string]any{"m": from})["m"].(map[string]any)
+				if next == nil {
+					next = map[string]any{}
+				}
 				cur[name] = next
 			}
 			cur = next

@@ -120,6 +120,37 @@ type Spec struct {
 	ContainerLimits ContainerLimitAction `json:"containerLimits,omitempty"`
 	// Assets are read-only data mounts.
 	Assets []Asset `json:"assets,omitempty"`
+	// Shm is a memory-backed /dev/shm of a given size for the selected
+	// containers, in either mode.
+	Shm *Shm `json:"shm,omitempty"`
+	// Disk is the sandbox's ephemeral-storage budget.
+	Disk *Disk `json:"disk,omitempty"`
+}
+
+// ShmPath is where Shm is mounted.
+const ShmPath = "/dev/shm"
+
+// Shm is a memory-backed emptyDir at /dev/shm: without one a container's
+// /dev/shm is the runtime's 64 MiB, and Kubernetes has no other setting for
+// it.
+type Shm struct {
+	// Name is the pod volume's name; default dshm.
+	Name string `json:"name,omitempty"`
+	// SizeLimit is the size of /dev/shm, such as 1Gi.
+	SizeLimit string `json:"sizeLimit"`
+}
+
+// Disk is a sandbox's ephemeral-storage budget: its writable layers, logs
+// and disk-backed emptyDirs (disk mode's caches included) together. The
+// first selected app container carries it, as its ephemeral-storage request
+// and limit; the kubelet evicts the pod once the pod's usage passes the sum
+// of its containers' limits, which is then the budget.
+type Disk struct {
+	// Limit is the budget: past it the kubelet evicts the pod.
+	Limit string `json:"limit"`
+	// Request is what the scheduler reserves on a node's ephemeral
+	// storage; default the limit.
+	Request string `json:"request,omitempty"`
 }
 
 // Match selects pods. Every set field must match; an empty Match selects
@@ -253,6 +284,10 @@ type Policy struct {
 	CacheSizes []*resource.Quantity
 	// MemoryLimit and MemoryRequest are Spec.Memory parsed (zero when unset).
 	MemoryLimit, MemoryRequest resource.Quantity
+	// ShmSize is Spec.Shm.SizeLimit parsed; nil without Shm.
+	ShmSize *resource.Quantity
+	// DiskLimit and DiskRequest are Spec.Disk parsed (zero when unset).
+	DiskLimit, DiskRequest resource.Quantity
 }
 
 // Selectors are the compiled label selectors of one match.any block; each

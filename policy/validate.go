@@ -30,8 +30,8 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 	containers := spec.Child("containers")
 	errs = append(errs, validateGlobs(s.Containers.Include, containers.Child("include"))...)
 	errs = append(errs, validateGlobs(s.Containers.Exclude, containers.Child("exclude"))...)
-	if len(s.Caches) == 0 && len(s.Env) == 0 && s.Memory == nil && len(s.Assets) == 0 && s.Mode != ModeDisk {
-		errs = append(errs, field.Required(spec, "a policy must inject something: set caches, env, memory, assets, or mode: disk"))
+	if len(s.Caches) == 0 && len(s.Env) == 0 && s.Memory == nil && len(s.Assets) == 0 && s.Shm == nil && s.Disk == nil && s.Mode != ModeDisk {
+		errs = append(errs, field.Required(spec, "a policy must inject something: set caches, env, memory, assets, shm, disk, or mode: disk"))
 	}
 
 	// Names and mount paths become pod volumes and volume mounts, which must
@@ -75,6 +75,26 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 		}
 		if hasControl(ref.MountPath) {
 			errs = append(errs, controlError(fld.Child("mountPath"), ref.MountPath))
+		}
+	}
+	if s.Shm != nil {
+		fld := spec.Child("shm")
+		errs = append(errs, validateVolumeName(fld.Child("name"), s.Shm.Name, names)...)
+		errs = append(errs, positiveBytes(fld.Child("sizeLimit"), s.Shm.SizeLimit, "a size such as 1Gi")...)
+	}
+	if d := s.Disk; d != nil {
+		fld := spec.Child("disk")
+		errs = append(errs, positiveBytes(fld.Child("limit"), d.Limit, "an ephemeral-storage quantity such as 20Gi")...)
+		// An empty request (no limit to default it to) is reported above.
+		if d.Request != "" {
+			q, e := parseBytes(fld.Child("request"), d.Request)
+			l, le := parseBytes(fld.Child("limit"), d.Limit)
+			switch {
+			case e != nil:
+				errs = append(errs, e)
+			case le == nil && (q.Sign() < 0 || q.Cmp(l) > 0):
+				errs = append(errs, field.Invalid(fld.Child("request"), d.Request, "must be at least 0 and at most limit "+d.Limit))
+			}
 		}
 	}
 	errs = append(errs, validateEnv(s.Env, spec.Child("env"))...)
@@ -429,6 +449,22 @@ func parseBytes(fld *field.Path, s string) (resource.Quantity, *field.Error) {
 		return q, field.Invalid(fld, s, "must be a whole number of bytes, such as 512Mi or 1Gi")
 	}
 	return q, nil
+}
+
+// positiveBytes checks a required byte quantity greater than zero; example
+// says what is wanted when it is missing.
+func positiveBytes(fld *field.Path, s, example string) field.ErrorList {
+	if s == "" {
+		return field.ErrorList{field.Required(fld, example)}
+	}
+	q, e := parseBytes(fld, s)
+	switch {
+	case e != nil:
+		return field.ErrorList{e}
+	case q.Sign() <= 0:
+		return field.ErrorList{field.Invalid(fld, s, "must be greater than zero")}
+	}
+	return nil
 }
 
 // oneOf checks an enumerated field (already defaulted).

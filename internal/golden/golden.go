@@ -55,6 +55,11 @@ var Sets = []Set{
 	{Name: "fleet", Policies: []string{"examples/policies/fleet"}, NoMAP: "match.any cannot be exported to a MutatingAdmissionPolicy yet", AllPods: true},
 	// Container limits raised by the caches they mount.
 	{Name: "raise", Policies: []string{"testdata/policies/raise.yaml"}, NoMAP: "containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet"},
+	// The sandbox's /dev/shm and disk budget, in memory mode and forced
+	// to disk (where the shm stays on tmpfs and the caches count in the
+	// budget).
+	{Name: "budget", Policies: []string{"testdata/policies/budget.yaml"}, NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
+	{Name: "budget-forced-disk", Policies: []string{"testdata/policies/budget.yaml"}, LeakMitigation: "on", NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
 }
 
 // Case is one corpus pod under one policy set.

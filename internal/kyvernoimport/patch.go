@@ -2,6 +2,7 @@ package kyvernoimport
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -28,6 +29,8 @@ type injection struct {
 	mounts  map[string]*mount // by volume name
 	env     []envVar
 	memory  *policy.Memory
+	shm     *policy.Shm
+	disk    *policy.Disk
 	init    bool // the per-container parts reach init containers too
 }
 
@@ -53,10 +56,15 @@ type envVar struct {
 
 func newInjection() *injection { return &injection{mounts: map[string]*mount{}} }
 
+// empty reports whether inj puts nothing into a pod.
+func (inj *injection) empty() bool {
+	return len(inj.volumes) == 0 && len(inj.env) == 0 && inj.memory == nil && inj.shm == nil && inj.disk == nil
+}
+
 // compatible reports whether o can join inj in one SandboxPolicy: no part
 // of one contradicts the other.
 func (inj *injection) compatible(o *injection) bool {
-	if inj.memory != nil && o.memory != nil {
+	if inj.memory != nil && o.memory != nil || inj.shm != nil && o.shm != nil || inj.disk != nil && o.disk != nil {
 		return false
 	}
 	for _, v := range o.volumes {
@@ -82,6 +90,8 @@ func (inj *injection) add(o *injection) {
 	if o.memory != nil {
 		inj.memory = o.memory
 	}
+	inj.shm = cmp.Or(o.shm, inj.shm)
+	inj.disk = cmp.Or(o.disk, inj.disk)
 }
 
 // check leaves out, with the reason, what cannot become a SandboxPolicy
@@ -108,8 +118,13 @@ func (inj *injection) check(r *ruleConverter) {
 		case m == nil:
 			r.leave(v.path, fmt.Sprintf("volume %q is mounted in no container; a SandboxPolicy mounts its volumes in every container it selects", v.name))
 			continue
+		case m.mountPath == policy.ShmPath && v.hostPath == nil && v.medium == "Memory" && v.sizeLimit != "" && !m.readOnly:
+			if reach(m.lists, m.path, fmt.Sprintf("the mount of volume %q", v.name)) {
+				inj.shm = &policy.Shm{Name: v.name, SizeLimit: v.sizeLimit}
+			}
+			continue
 		case m.mountPath == "/dev" || strings.HasPrefix(m.mountPath, "/dev/"):
-			r.leave(m.path, fmt.Sprintf("volume %q is mounted at %s: sandbox-webhook mounts nothing under /dev; a pod's own /dev/shm stays in memory in disk mode when listed in spec.keepMemoryVolumes", v.name, m.mountPath))
+			r.leave(m.path, fmt.Sprintf("volume %q is mounted at %s: sandbox-webhook mounts nothing under /dev but spec.shm, a writable memory-backed emptyDir with a sizeLimit at /dev/shm", v.name, m.mountPath))
 			continue
 		case v.hostPath != nil && !m.readOnly:
 			r.leave(m.path, fmt.Sprintf("hostPath volume %q is mounted writable; sandbox-webhook mounts host paths read-only only", v.name))
@@ -169,6 +184,7 @@ func (inj *injection) spec() policy.Spec {
 		s.Env = append(s.Env, e.EnvVar)
 	}
 	s.Memory = inj.memory
+	s.Shm, s.Disk = inj.shm, inj.disk
 	if !inj.init {
 		s.Containers.InitContainers = ptr.To(false)
 	}
@@ -397,12 +413,23 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 	for _, k := range sortedKeys(res) {
 		kp := path.Child(k)
 		if k != "limits" && k != "requests" {
-			r.leave(kp, "not converted: a SandboxPolicy sets memory limits and requests only")
+			r.leave(kp, "not converted: a SandboxPolicy sets memory and ephemeral-storage limits and requests only")
 			continue
 		}
 		rl, _ := res[k].(map[string]any)
 		for _, rk := range sortedKeys(rl) {
 			rp := kp.Child(rk)
+			if rk == "ephemeral-storage" && level == policy.LevelContainer {
+				if inj.disk == nil {
+					inj.disk = &policy.Disk{}
+				}
+				if k == "limits" {
+					inj.disk.Limit = scalar(rl[rk])
+				} else {
+					inj.disk.Request = scalar(rl[rk])
+				}
+				continue
+			}
 			if rk != "memory" && rk != "+(memory)" {
 				r.leave(rp, "not converted: a SandboxPolicy sets memory only")
 				continue
@@ -428,6 +455,14 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 	}
 	if inj.memory != nil && level == policy.LevelContainer {
 		r.differs(path, "Kyverno sets each memory field a container lacks; sandbox-webhook's container level gives its limit and request only to a container without a memory limit, on a pod without pod-level memory, and never a limit below the container's request")
+	}
+	if d := inj.disk; d != nil && level == policy.LevelContainer {
+		if d.Limit == "" {
+			r.leave(path, "an ephemeral-storage request without a limit: a SandboxPolicy's disk is a budget, a limit with an optional request")
+			inj.disk = nil
+		} else {
+			r.differs(path, "Kyverno gives every container this ephemeral-storage, so the pod's budget is it times the containers; sandbox-webhook gives it to the first selected app container alone, so that it is the pod's budget, and keeps a pod's own values")
+		}
 	}
 	if inj.memory != nil && inj.memory.Limit == "" {
 		r.leave(path, "a memory request without a limit: a SandboxPolicy's memory is a limit (with an optional request)")

@@ -94,7 +94,7 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		c.res.Differences = append(c.res.Differences, rc.differ...)
 		// Only a rule that injects something is named where the policy
 		// came from.
-		contributes := len(inj.volumes) > 0 || len(inj.env) > 0 || inj.memory != nil
+		contributes := !inj.empty()
 		key, _ := json.Marshal(struct {
 			M policy.Match
 			I bool
@@ -124,7 +124,7 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 	c.res.LeftOut = append(c.res.LeftOut, policyLeftOut...)
 	var out []*converted
 	for i, g := range groups {
-		if len(g.inj.volumes) == 0 && len(g.inj.env) == 0 && g.inj.memory == nil {
+		if g.inj.empty() {
 			continue // nothing of it converted: the findings say why
 		}
 		n := name

@@ -135,6 +135,12 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 		if p.Spec.ContainerLimits == policy.RaiseLimits && opts.LeakMitigation.Mode(p) == policy.ModeMemory {
 			return nil, nil, fmt.Errorf("policy %q: containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to add the caches' sizes to each container's limit and record what it was; export it with containerLimits: keep", p.Name())
 		}
+		if p.Spec.Shm != nil {
+			return nil, nil, fmt.Errorf("policy %q: shm cannot be exported to a MutatingAdmissionPolicy yet: export it without shm, and keep the webhook for /dev/shm", p.Name())
+		}
+		if p.Spec.Disk != nil {
+			return nil, nil, fmt.Errorf("policy %q: disk cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to find a pod's first selected app container and every container's own ephemeral-storage; export it without disk", p.Name())
+		}
 		enforcing = append(enforcing, p)
 	}
 	var e Exported

@@ -1,0 +1,120 @@
+package mutate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/sandbox-webhook/sandbox-webhook/policy"
+)
+
+// disk gives the sandbox its ephemeral-storage budget: the first selected
+// app container gets the policy's request and limit. Pod-level resources
+// do not cover ephemeral storage; the kubelet evicts a pod whose writable
+// layers, logs and disk-backed emptyDirs pass the sum of its containers'
+// limits, and the scheduler places it by the sum of their requests, so one
+// container carrying both makes them the pod's. A pod that sets
+// ephemeral-storage in any container manages its own disk and keeps it.
+func (a *applier) disk(sel []target) {
+	if a.p.Spec.Disk == nil {
+		return
+	}
+	a.item(func() { a.diskBudget(sel) })
+}
+
+func (a *applier) diskBudget(sel []target) {
+	const item = "disk"
+	if owner, ok := a.claims[item]; ok {
+		a.skip(item, fmt.Sprintf("disk is claimed by policy %q, which applies first", owner), true)
+		return
+	}
+	a.claims[item] = a.p.Name()
+	var carrier *corev1.Container
+	for _, t := range sel {
+		if !t.init {
+			carrier = t.c
+			break
+		}
+	}
+	if carrier == nil {
+		a.skip(item, "no app container is selected", false)
+		return
+	}
+	eph := corev1.ResourceEphemeralStorage
+	own := ""
+	eachResources(&a.pod.Spec, func(name string, r *corev1.ResourceRequirements) {
+		_, lim := r.Limits[eph]
+		_, req := r.Requests[eph]
+		if own == "" && (lim || req) {
+			own = name
+		}
+	})
+	lim, hasLim := carrier.Resources.Limits[eph]
+	req, hasReq := carrier.Resources.Requests[eph]
+	switch {
+	case own == carrier.Name && hasLim && hasReq && lim.Cmp(a.p.DiskLimit) == 0 && req.Cmp(a.p.DiskRequest) == 0 && a.onlyCarrier(carrier):
+		// Already the policy's budget, and nobody else's.
+	case own != "":
+		a.skip(item, fmt.Sprintf("container %q sets its own ephemeral-storage; the pod's disk is kept as it is", own), false)
+		return
+	default:
+		if carrier.Resources.Limits == nil {
+			carrier.Resources.Limits = corev1.ResourceList{}
+		}
+		if carrier.Resources.Requests == nil {
+			carrier.Resources.Requests = corev1.ResourceList{}
+		}
+		carrier.Resources.Limits[eph] = a.p.DiskLimit.DeepCopy()
+		carrier.Resources.Requests[eph] = a.p.DiskRequest.DeepCopy()
+		a.st.dirty = true
+	}
+	a.warnCachesFillDisk()
+	a.applied(item + "/" + carrier.Name)
+}
+
+// onlyCarrier reports whether no container but c sets ephemeral-storage.
+func (a *applier) onlyCarrier(c *corev1.Container) bool {
+	only := true
+	eachResources(&a.pod.Spec, func(name string, r *corev1.ResourceRequirements) {
+		_, lim := r.Limits[corev1.ResourceEphemeralStorage]
+		_, req := r.Requests[corev1.ResourceEphemeralStorage]
+		if (lim || req) && name != c.Name {
+			only = false
+		}
+	})
+	return only
+}
+
+// warnCachesFillDisk warns when the disk-backed caches this policy injected
+// can fill the budget by themselves: they live in it.
+func (a *applier) warnCachesFillDisk() {
+	if a.mode != policy.ModeDisk {
+		return // memory-backed caches are memory, not ephemeral storage
+	}
+	var sum resource.Quantity
+	for i, c := range a.p.Spec.Caches {
+		if !a.injected(a.cacheVolume(i)) {
+			continue
+		}
+		size := a.p.CacheSizes[i]
+		if size == nil {
+			a.warn("disk: cache %q has no sizeLimit: on disk it can fill the whole budget (%s) and get the pod evicted", c.Name, a.p.DiskLimit.String())
+			return
+		}
+		sum.Add(*size)
+	}
+	if sum.Cmp(a.p.DiskLimit) >= 0 {
+		a.warn("disk: the caches on disk can take %s, the whole budget (%s): a sandbox that fills them is evicted", sum.String(), a.p.DiskLimit.String())
+	}
+}
+
+// eachResources calls f with the resources of every init and app
+// container of spec, in pod order.
+func eachResources(spec *corev1.PodSpec, f func(name string, r *corev1.ResourceRequirements)) {
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			f(cs[i].Name, &cs[i].Resources)
+		}
+	}
+}
