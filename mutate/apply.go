@@ -25,6 +25,8 @@ type applier struct {
 	st     *status
 	sp     *statusPolicy // also in st.Policies; convert adds to it later
 	dirty  bool          // whether an item of this pass changed the pod
+
+	podHeadroom bool // memory claimed for the pod level, set by podMemory
 }
 
 // target is a container the policy selected.
@@ -39,21 +41,26 @@ type kind struct {
 	// field is the policy's spec field that declares the items.
 	field string
 	apply func(a *applier, sel []target)
+	// last kinds apply after every policy's other kinds (finish): they
+	// read what any policy gave the containers.
+	last bool
 }
 
 // kinds are the item kinds in the order they apply. A later kind sees
 // what an earlier one injected: containerLimits raises a limit by the
-// caches and the shm a container mounts, disk's warning counts the caches,
-// and memory's pod-level limit is at least the
-// containers' limits as raised.
+// caches and the shm a container mounts, and disk's warning counts the
+// caches. memory is claimed in policy order, and its pod level set last,
+// after every policy: the pod's request and limit are at least the
+// containers' as any policy raised them.
 var kinds = []kind{
-	{"caches", (*applier).caches},
-	{"shm", (*applier).shm},
-	{"containerLimits", (*applier).raiseLimits},
-	{"assets", (*applier).assets},
-	{"disk", (*applier).disk},
-	{"env", (*applier).envs},
-	{"memory", (*applier).memory},
+	{field: "caches", apply: (*applier).caches},
+	{field: "shm", apply: (*applier).shm},
+	{field: "containerLimits", apply: (*applier).raiseLimits},
+	{field: "assets", apply: (*applier).assets},
+	{field: "disk", apply: (*applier).disk},
+	{field: "env", apply: (*applier).envs},
+	{field: "memory", apply: (*applier).memory},
+	{field: "memory", apply: (*applier).podMemory, last: true},
 }
 
 func (a *applier) apply() {
@@ -63,10 +70,24 @@ func (a *applier) apply() {
 	// already had from one that changed it; dirty collects them all.
 	a.dirty = a.st.dirty
 	for _, k := range kinds {
-		k.apply(a, sel)
+		if !k.last {
+			k.apply(a, sel)
+		}
 	}
 	a.st.dirty = a.dirty
 	a.st.Policies = append(a.st.Policies, a.sp)
+}
+
+// finish applies the last kinds, once every policy has applied the others.
+func (a *applier) finish() {
+	sel := a.containers()
+	a.dirty = a.st.dirty
+	for _, k := range kinds {
+		if k.last {
+			k.apply(a, sel)
+		}
+	}
+	a.st.dirty = a.dirty
 }
 
 // item decides one item with decide, from a clean status.dirty, so that

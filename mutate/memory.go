@@ -12,24 +12,44 @@ import (
 // memory sets the policy's memory headroom: pod-level, or per container
 // where the policy or the apiserver says so.
 func (a *applier) memory(sel []target) {
-	if a.p.Spec.Memory != nil {
-		a.item(func() { a.headroom(sel) })
-	}
-}
-
-func (a *applier) headroom(sel []target) {
-	dropped := a.podLvl == PodLevelDropped
-	if lvl := a.p.Spec.Memory.Level; lvl == policy.LevelContainer || lvl == policy.LevelAuto && dropped {
-		a.containerMemory(sel)
+	if a.p.Spec.Memory == nil {
 		return
 	}
-	const item = "memory/pod"
+	if a.containerLevel() {
+		a.item(func() { a.containerMemory(sel) })
+		return
+	}
+	// Memory is one item whatever its level, claimed in policy order: a
+	// pod-level request computed by one policy would not see container
+	// requests another adds.
 	if owner, ok := a.claims["memory"]; ok {
-		a.skip(item, fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
+		a.skip("memory/pod", fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
 		return
 	}
 	a.claims["memory"] = a.p.Name()
-	if dropped {
+	a.podHeadroom = true
+}
+
+// podMemory sets the pod-level headroom this policy claimed (memory), once
+// every policy has applied its other items: the request and limit are at
+// least the containers' as any policy raised them.
+func (a *applier) podMemory(sel []target) {
+	if a.podHeadroom {
+		a.item(a.headroom)
+	}
+}
+
+// containerLevel reports whether the policy's memory goes to the
+// containers: memory.level container, or auto where the apiserver drops
+// pod-level resources.
+func (a *applier) containerLevel() bool {
+	lvl := a.p.Spec.Memory.Level
+	return lvl == policy.LevelContainer || lvl == policy.LevelAuto && a.podLvl == PodLevelDropped
+}
+
+func (a *applier) headroom() {
+	const item = "memory/pod"
+	if a.podLvl == PodLevelDropped {
 		// The apiserver would drop spec.resources without an error: the
 		// pod would run with no headroom while the status said otherwise.
 		a.skip(item, PodLevelDroppedReason, true)
@@ -144,8 +164,6 @@ func (a *applier) prevMemory() *podMemory {
 // limit).
 func (a *applier) containerMemory(sel []target) {
 	const item = "memory/containers"
-	// Memory is one item whatever its level: a pod-level request computed
-	// by one policy would not see container requests another adds.
 	if owner, ok := a.claims["memory"]; ok {
 		a.skip(item, fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
 		return

@@ -57,6 +57,9 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Re
 	// policy has injected, so no policy's cache is mistaken for the pod's,
 	// whatever the order.
 	var converters []*applier
+	// Every policy's memory comes after every policy's other items
+	// (kind.last), in policy order.
+	var finishers []*applier
 	for _, p := range set.Policies {
 		mode := opts.LeakMitigation.Mode(p)
 		reason := match(p, pod, ns)
@@ -105,6 +108,11 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Re
 			a.pod, a.claims, a.st = out.DeepCopy(), maps.Clone(claims), &status{}
 		}
 		a.apply()
+		if shadow {
+			a.finish()
+		} else {
+			finishers = append(finishers, a)
+		}
 		if mode == policy.ModeDisk {
 			if shadow {
 				a.convert()
@@ -112,6 +120,9 @@ func apply(pod *corev1.Pod, ns Namespace, set *policy.Set, opts Options) (res Re
 				converters = append(converters, a)
 			}
 		}
+	}
+	for _, a := range finishers {
+		a.finish()
 	}
 	for _, a := range converters {
 		a.convert()

@@ -23,7 +23,8 @@ func mem(s string) corev1.ResourceList {
 
 // propertyPolicies are policy fragments that disagree with each other in
 // every way the core arbitrates: modes, memory levels, keep lists, names,
-// paths, env conflicts, container selection and shadow.
+// paths, env conflicts, container selection, shadow, two shms and two disk
+// budgets.
 var propertyPolicies = []string{
 	`metadata: {name: p-memory-cache}
 spec:
@@ -69,6 +70,21 @@ spec:
 spec:
   match: {podSelector: {matchLabels: {app: sandbox}}}
   assets: [{name: data, mountPath: /opt/rebench-v2, hostPath: {path: /mnt/shared/data}}]`,
+	`metadata: {name: p-shm-disk}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  containerLimits: raise
+  caches: [{name: uv-cache, mountPath: /root/.cache/uv, sizeLimit: 1Gi}]
+  shm: {sizeLimit: 1Gi}
+  disk: {limit: 10Gi}`,
+	`metadata: {name: p-shm-other}
+spec:
+  mode: disk
+  match: {namespaces: ["sandbox*"]}
+  containers: {include: ["main", "grader"]}
+  caches: [{name: tmp-cache, mountPath: /cache/tmp}]
+  shm: {name: shm-other, sizeLimit: 512Mi}
+  disk: {limit: 5Gi, request: 1Gi}`,
 }
 
 // TestPolicyCombinations runs every corpus pod, and hostile variants of some
