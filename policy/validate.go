@@ -339,6 +339,9 @@ var systemMountDirs = []string{"/var", "/var/lib", "/var/run", "/run", "/root", 
 // mountPathRisk says why a clean absolute container path must not be a
 // cache's or asset's mountPath, or returns "".
 func mountPathRisk(p string) string {
+	if p == ShmPath {
+		return "must not be /dev/shm: spec.shm gives the pod a memory-backed /dev/shm of a size"
+	}
 	for _, t := range systemMountTrees {
 		if p == t.dir || strings.HasPrefix(p, t.dir+"/") {
 			return fmt.Sprintf("must not be or lie under %s (%s)", t.dir, t.why)
