@@ -38,6 +38,8 @@ const (
 	nsPlain  = "node-plain"
 	// nsRaise is memory mode with containerLimits: raise.
 	nsRaise = "node-raise"
+	// nsBudget has a /dev/shm and a disk budget (budgetPolicy).
+	nsBudget = "node-budget"
 
 	// The test policy's sizes, small so that the checks are quick: the uv
 	// cache's tmpfs and the pod-level memory limit.
@@ -77,6 +79,26 @@ spec:
       mountPath: /opt/rebench-v2
       hostPath:
         path: %s
+`
+
+// budgetPolicy gives a sandbox a 256Mi /dev/shm (the runtime's is 64 MiB)
+// and a disk budget of 64Mi, with room in memory for the shm's pages.
+const budgetPolicy = `apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata:
+  name: node-budget
+spec:
+  match:
+    podSelector:
+      matchLabels:
+        app: sandbox
+  memory:
+    limit: 512Mi
+  shm:
+    sizeLimit: 256Mi
+  disk:
+    limit: 64Mi
+    request: 16Mi
 `
 
 // testNamespace is a namespace of the run, with the webhook that serves it:
@@ -211,7 +233,8 @@ func runSuite(m *testing.M) (code int, err error) {
 	}
 	policies := map[string][]byte{"node-e2e.yaml": fmt.Appendf(nil, policyYAML, "64Mi", "200Mi", assets)}
 	raise := map[string][]byte{"node-e2e.yaml": bytes.Replace(policies["node-e2e.yaml"], []byte("\nspec:\n"), []byte("\nspec:\n  containerLimits: raise\n"), 1)}
-	spaces := []testNamespace{{nsMemory, "off", policies}, {nsDisk, "on", policies}, {nsPlain, "", nil}, {nsRaise, "off", raise}}
+	budget := map[string][]byte{"node-budget.yaml": []byte(budgetPolicy)}
+	spaces := []testNamespace{{nsMemory, "off", policies}, {nsDisk, "on", policies}, {nsPlain, "", nil}, {nsRaise, "off", raise}, {nsBudget, "on", budget}}
 	if benchNamespace != nil {
 		spaces = append(spaces, benchNamespace(assets)...)
 	}
