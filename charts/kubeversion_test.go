@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 )
 
 // TestKubeVersionIsTheTestedRange: the chart installs on every minor the

@@ -6,8 +6,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/kubeversion"
 )
 
 // WriteYAML writes the exported objects as a multi-document YAML stream: a

@@ -139,7 +139,7 @@ func serve(h *admission.Handler, metrics *admission.Metrics) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if admission.CountWork(body).NotObject {
+		if admission.PriceReview(body).NotObject {
 			metrics.ObserveRequest(admission.OutcomeError, 0)
 			admission.RefuseNotObject(w)
 			return
