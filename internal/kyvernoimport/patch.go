@@ -250,7 +250,9 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 				return
 			}
 			named = true
-		case k == "name" && inForeach:
+		case (k == "name" || k == "(name)") && inForeach:
+			// The element itself: by its name, or by the anchor that
+			// selects the container of its name.
 			if s, _ := c[k].(string); !elementName.MatchString(s) {
 				r.leave(kp, "the patch names another container than the foreach element")
 				return

@@ -29,6 +29,7 @@ func TestImportKyverno(t *testing.T) {
 		{"default-memory", []string{"--allow-partial", "default-memory.yaml"}},
 		{"shm", []string{"shm.yaml"}},
 		{"disk", []string{"disk.yaml"}},
+		{"foreach-anchor", []string{"foreach-anchor.yaml"}},
 		{"unsupported", []string{"--allow-partial", "unsupported.yaml"}},
 		{"unsupported-strict", []string{"unsupported.yaml"}},
 		{"mutating-policy", []string{"mutating-policy.yaml"}},
