@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -61,7 +61,7 @@ func TestParseTarget(t *testing.T) {
 // the e2e version matrix: the newest is e2e/tools' k8s.io/kubernetes, the
 // oldest the oldest e2e/tools/k8s-1.NN module.
 func TestKubeVersionWindowIsTheMatrix(t *testing.T) {
-	data, err := os.ReadFile(golden.Path("e2e/tools/go.mod"))
+	data, err := os.ReadFile(testkit.Path("e2e/tools/go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestKubeVersionWindowIsTheMatrix(t *testing.T) {
 	if newest, _ := strconv.Atoi(string(m[1])); newest != newestKubeMinor {
 		t.Errorf("newestKubeMinor = %d; e2e/tools pins 1.%d", newestKubeMinor, newest)
 	}
-	dirs, err := filepath.Glob(golden.Path("e2e/tools/k8s-1.*"))
+	dirs, err := filepath.Glob(testkit.Path("e2e/tools/k8s-1.*"))
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no e2e/tools/k8s-1.NN modules (%v)", err)
 	}

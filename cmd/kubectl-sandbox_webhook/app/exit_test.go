@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestUsageExitCodes: extra arguments, missing required flags and bad
@@ -16,8 +16,8 @@ import (
 // marks the cases of sandbox-webhook, the server's); and each binary has
 // only its own commands.
 func TestUsageExitCodes(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	memory := testkit.Path("examples/policies/memory")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	out := t.TempDir()
 	cases := []struct {
 		name    string
@@ -86,9 +86,9 @@ func TestValidateReportsEveryPath(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bad := golden.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
-	misspelled := golden.Path("policy/testdata/invalid-misspelled-field.yaml")
-	stdout, stderr, code := runCLI(t, "", "validate", bad, golden.Path("examples/policies/memory"), empty, misspelled, golden.Path("examples/policies"))
+	bad := testkit.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
+	misspelled := testkit.Path("policy/testdata/invalid-misspelled-field.yaml")
+	stdout, stderr, code := runCLI(t, "", "validate", bad, testkit.Path("examples/policies/memory"), empty, misspelled, testkit.Path("examples/policies"))
 	if code != command.ExitError {
 		t.Errorf("exit code %d, want %d", code, command.ExitError)
 	}
@@ -96,7 +96,7 @@ func TestValidateReportsEveryPath(t *testing.T) {
 		bad + " (",
 		empty + ": holds no policy document",
 		misspelled + ` (misspelled): spec.enforcment: Forbidden: unknown field; did you mean "enforcement"?`,
-		golden.Path("examples/policies") + ": holds no *.yaml, *.yml or *.json file",
+		testkit.Path("examples/policies") + ": holds no *.yaml, *.yml or *.json file",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -110,8 +110,8 @@ func TestValidateReportsEveryPath(t *testing.T) {
 // TestEmptyPolicySetRefused: a directory of directories is not zero
 // policies but an error, for every command that loads policies.
 func TestEmptyPolicySetRefused(t *testing.T) {
-	dir := golden.Path("examples/policies")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	dir := testkit.Path("examples/policies")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	for _, args := range [][]string{
 		{"dry-run", "--policy", dir, "-f", pod},
 		{"export-map", "--policy", dir},

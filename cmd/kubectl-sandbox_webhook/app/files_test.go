@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestSpecialFilesRefused: every file the command line reads is a regular
@@ -16,8 +16,8 @@ import (
 // read from it: /dev/zero as a policy was read until memory ran out, and a
 // FIFO without a writer blocked for ever. Stdin stays -f - (TestDryRunStdin).
 func TestSpecialFilesRefused(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	pod := golden.Path("examples/pods/sandbox.yaml")
+	memory := testkit.Path("examples/policies/memory")
+	pod := testkit.Path("examples/pods/sandbox.yaml")
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.yaml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -107,8 +107,8 @@ func checkSharedFlag(t *testing.T, path, name string) {
 // (and export-map --exclude-namespace x,y) as serve does: the whole output
 // is that of the repeated flag.
 func TestPolicyListsSplitOnCommas(t *testing.T) {
-	a, b := golden.Path("testdata/policies/multi/a-uv-cache.yaml"), golden.Path("testdata/policies/multi/b-extra.yaml")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	a, b := testkit.Path("testdata/policies/multi/a-uv-cache.yaml"), testkit.Path("testdata/policies/multi/b-extra.yaml")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	for name, args := range map[string][2][]string{
 		"dry-run": {
 			{"dry-run", "-f", pod, "-o", "patch", "--policy", a, "--policy", b},

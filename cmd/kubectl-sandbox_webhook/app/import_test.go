@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -34,7 +35,7 @@ func TestImportKyverno(t *testing.T) {
 		{"directory", []string{"--allow-partial", "."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Chdir(golden.Path("testdata/kyverno"))
+			t.Chdir(testkit.Path("testdata/kyverno"))
 			stdout, stderr, code := runCLI(t, "", append([]string{"import", "kyverno"}, tc.args...)...)
 			golden.Compare(t, "testdata/kyverno/"+tc.name+".golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 			if stdout == "" {
@@ -53,7 +54,7 @@ func TestImportKyverno(t *testing.T) {
 // TestImportKyvernoStdin: - reads standard input; a name that would end a
 // comment line is escaped.
 func TestImportKyvernoStdin(t *testing.T) {
-	raw, err := os.ReadFile(golden.Path("testdata/kyverno/notes-memory.yaml"))
+	raw, err := os.ReadFile(testkit.Path("testdata/kyverno/notes-memory.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

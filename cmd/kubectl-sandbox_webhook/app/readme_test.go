@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -20,7 +20,7 @@ var (
 
 func readme(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(golden.Path("README.md"))
+	b, err := os.ReadFile(testkit.Path("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestREADMEExamples(t *testing.T) {
 	if len(matches) < 2 {
 		t.Fatalf("found %d README examples, want the dry-run and the validate example", len(matches))
 	}
-	t.Chdir(golden.Root())
+	t.Chdir(testkit.Root())
 	for _, m := range matches {
 		want := "0"
 		if e := exitsRE.FindStringSubmatch(m[1]); e != nil {
@@ -72,7 +72,7 @@ func TestREADMEPolicyReference(t *testing.T) {
 // TestExamplePolicies loads every shipped example policy directory.
 func TestExamplePolicies(t *testing.T) {
 	for _, dir := range []string{"examples/policies/memory", "examples/policies/disk", "testdata/policies/multi", "testdata/policies/hostpath-only.yaml"} {
-		if _, err := policy.Load(golden.Path(dir)); err != nil {
+		if _, err := policy.Load(testkit.Path(dir)); err != nil {
 			t.Errorf("%s: %v", dir, err)
 		}
 	}

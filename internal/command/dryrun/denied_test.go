@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // TestDryRunCheckPredictsDenial: a pod that already has the policy's
@@ -24,7 +25,7 @@ spec:
   - {name: rebench-v2, hostPath: {path: /mnt/shared/swe-rebench-v2, type: Directory}}
 `
 	const denial = `sandbox-webhook: policy "sandbox-seed": container "late" mounts hostPath volume "rebench-v2" writable at "/data"`
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 
 	_, stderr, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || !strings.Contains(stderr, "  denied: "+denial) {
@@ -39,7 +40,7 @@ spec:
 // TestCheckIsPredict: --check, --predict's first name, still predicts, and
 // says on stderr, not among the objects on stdout, to use --predict.
 func TestCheckIsPredict(t *testing.T) {
-	args := []string{"dry-run", "-p", golden.Path("examples/policies/memory"), "-f", golden.Path("testdata/pods/basic.yaml"), "--namespaces", golden.Path(golden.Namespaces)}
+	args := []string{"dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", testkit.Path("testdata/pods/basic.yaml"), "--namespaces", testkit.Path(golden.Namespaces)}
 	wantOut, wantErr, wantCode := runCLI(t, "", append(args, "--predict")...)
 	out, stderr, code := runCLI(t, "", append(args, "--check")...)
 	const deprecated = "Flag --check has been deprecated, use --predict instead\n"

@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // runCLI runs the command in process, under a root named as the command
@@ -32,9 +33,9 @@ func TestGoldenCorpus(t *testing.T) {
 	golden.CheckStale(t)
 	for _, c := range golden.Cases(t) {
 		t.Run(c.Set.Name+"/"+c.Name, func(t *testing.T) {
-			args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "--predict"}
+			args := []string{"dry-run", "-f", testkit.Path(c.Input), "--namespaces", testkit.Path(golden.Namespaces), "--predict"}
 			for _, p := range c.Set.Policies {
-				args = append(args, "--policy", golden.Path(p))
+				args = append(args, "--policy", testkit.Path(p))
 			}
 			if c.Set.LeakMitigation != "" {
 				args = append(args, "--leak-mitigation="+c.Set.LeakMitigation)

@@ -11,8 +11,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 const sandboxPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers: [{name: c, image: i}]\n"
@@ -49,7 +50,7 @@ func TestInputFiles(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "pods", "c.yml"), fmt.Sprintf(sandboxPod, "c"))
 	writeFile(t, filepath.Join(dir, "pods", "deep", "d.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d","namespace":"sandboxes","labels":{"app":"sandbox"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
 	writeFile(t, filepath.Join(dir, "pods", "notes.txt"), "not read")
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	cases := []struct {
 		name  string
 		args  []string
@@ -78,8 +79,8 @@ func TestInputFiles(t *testing.T) {
 // TestInputSaysWhatHappened: input that used to pass silently with exit 0
 // now says what happened, and empty input fails.
 func TestInputSaysWhatHappened(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	namespaces := golden.Path(golden.Namespaces)
+	memory := testkit.Path("examples/policies/memory")
+	namespaces := testkit.Path(golden.Namespaces)
 	cases := []struct {
 		name   string
 		stdin  string
@@ -134,7 +135,7 @@ func TestInputSaysWhatHappened(t *testing.T) {
 // terminal escapes are printed escaped in every report line.
 func TestReportEscapesControlCharacters(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"p\\e[2J\"\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers:\n  - name: \"grader\\e[2J\"\n    image: i\n    env: [{name: UV_LINK_MODE, value: hardlink}]\n"
-	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
+	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
 	if strings.ContainsRune(stderr, 0x1b) {
 		t.Fatalf("stderr holds a raw escape character:\n%q", stderr)
 	}
@@ -148,7 +149,7 @@ func TestReportEscapesControlCharacters(t *testing.T) {
 // TestInputLimits: alias expansion and object size are bounded, with an
 // error that says so; before, a 1 MB file of aliases took gigabytes.
 func TestInputLimits(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	var laughs strings.Builder
 	laughs.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a \"" + strings.Repeat("x", 1<<16) + "\"\n")
 	prev := "a"
@@ -180,10 +181,10 @@ func TestInputLimits(t *testing.T) {
 // and flow style, items indented or not) and from JSON (kubectl's key order:
 // kind after the items).
 func TestStreamedListOutput(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	var items []any
 	for _, name := range []string{"basic", "init-and-sidecar", "not-sandbox", "windows"} {
-		b, err := os.ReadFile(golden.Path("testdata/pods/" + name + ".yaml"))
+		b, err := os.ReadFile(testkit.Path("testdata/pods/" + name + ".yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestStatusAlways: with --status-always, as the chart's guard runs the
@@ -19,7 +19,7 @@ spec:
   containers:
   - {name: c, image: i}
 `
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	without, _, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || strings.Contains(without, "sandbox-webhook.io/status") {
 		t.Fatalf("without --status-always: exit code %d:\n%s", code, without)

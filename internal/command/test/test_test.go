@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // TestExamples runs the examples' policy tests, as a policy repository's CI
 // would: make test keeps them passing.
 func TestExamples(t *testing.T) {
-	t.Chdir(golden.Root())
+	t.Chdir(testkit.Root())
 	stdout, stderr, code := runCLI(t, "", "test", "examples/tests")
 	if code != command.ExitOK || stderr != "" {
 		t.Fatalf("exit code %d:\n%s%s", code, stdout, stderr)
@@ -28,7 +29,7 @@ func TestExamples(t *testing.T) {
 // files with their goldens: the diffs a policy author reads, and the exit
 // code.
 func TestTestCommand(t *testing.T) {
-	t.Chdir(golden.Root())
+	t.Chdir(testkit.Root())
 	for _, name := range []string{"failing", "invalid"} {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, "", "test", "testdata/test/"+name)
@@ -58,7 +59,7 @@ cases:
   - name: "fails\rPASS evil: fails"
     input: %q
     unchanged: true
-`, golden.Path("examples/policies/memory"), golden.Path("examples/pods/sandbox.yaml"))
+`, testkit.Path("examples/policies/memory"), testkit.Path("examples/pods/sandbox.yaml"))
 	if err := os.WriteFile(filepath.Join(dir, "sandbox-webhook-test.yaml"), []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 
 func readGolden(t *testing.T, rel string) string {
 	t.Helper()
-	raw, err := os.ReadFile(golden.Path(rel))
+	raw, err := os.ReadFile(testkit.Path(rel))
 	if err != nil {
 		t.Fatal(err)
 	}
