@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
@@ -61,11 +63,11 @@ func TestUsageExitCodes(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			run := runCLI
+			main := commandtest.Main(Main)
 			if c.server {
-				run = runServer
+				main = webhookapp.Main
 			}
-			_, stderr, code := run(t, "", c.args...)
+			_, stderr, code := commandtest.RunCLI(t, main, "", c.args...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d; stderr:\n%s", code, c.code, stderr)
 			}
@@ -88,7 +90,7 @@ func TestValidateReportsEveryPath(t *testing.T) {
 	}
 	bad := testkit.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
 	misspelled := testkit.Path("policy/testdata/invalid-misspelled-field.yaml")
-	stdout, stderr, code := runCLI(t, "", "validate", bad, testkit.Path("examples/policies/memory"), empty, misspelled, testkit.Path("examples/policies"))
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "validate", bad, testkit.Path("examples/policies/memory"), empty, misspelled, testkit.Path("examples/policies"))
 	if code != command.ExitError {
 		t.Errorf("exit code %d, want %d", code, command.ExitError)
 	}
@@ -117,7 +119,7 @@ func TestEmptyPolicySetRefused(t *testing.T) {
 		{"export-map", "--policy", dir},
 	} {
 		t.Run(args[0], func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", args...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", args...)
 			if code != command.ExitError || !strings.Contains(stderr, dir+": holds no *.yaml, *.yml or *.json file") {
 				t.Errorf("exit code %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 			}
@@ -131,21 +133,21 @@ func TestEmptyPolicySetRefused(t *testing.T) {
 func TestCertsGenerateRefusesToOverwrite(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"certs", "generate", "--out-dir", dir, "--host", "127.0.0.1"}
-	if _, stderr, code := runServer(t, "", args...); code != command.ExitOK {
+	if _, stderr, code := commandtest.RunCLI(t, webhookapp.Main, "", args...); code != command.ExitOK {
 		t.Fatalf("first generate: exit code %d: %s", code, stderr)
 	}
 	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := runServer(t, "", args...)
+	_, stderr, code := commandtest.RunCLI(t, webhookapp.Main, "", args...)
 	if code != command.ExitError || !strings.Contains(stderr, "ca.crt, tls.crt, tls.key in "+dir+": already exists") || !strings.Contains(stderr, "--force") {
 		t.Errorf("second generate: exit code %d, stderr:\n%s", code, stderr)
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(again) != string(ca) {
 		t.Error("the refused generate replaced ca.crt")
 	}
-	if _, stderr, code := runServer(t, "", append(args, "--force")...); code != command.ExitOK {
+	if _, stderr, code := commandtest.RunCLI(t, webhookapp.Main, "", append(args, "--force")...); code != command.ExitOK {
 		t.Errorf("generate --force: exit code %d: %s", code, stderr)
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(again) == string(ca) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
@@ -100,7 +101,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 			"read " + filepath.Join(dir, "patch/fifo.yaml") + ": is a named pipe (FIFO), not a regular file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", c.args...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", c.args...)
 			if code != command.ExitError || stdout != "" || stderr != "Error: "+c.stderr+"\n" {
 				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant stderr:\nError: %s", code, command.ExitError, stdout, stderr, c.stderr)
 			}

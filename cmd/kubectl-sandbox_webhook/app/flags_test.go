@@ -10,6 +10,7 @@ import (
 
 	webhookapp "github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/app"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -120,14 +121,14 @@ func TestPolicyListsSplitOnCommas(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			repeated, repeatedErr, code := runCLI(t, "", args[0]...)
+			repeated, repeatedErr, code := commandtest.RunCLI(t, Main, "", args[0]...)
 			if code != command.ExitOK {
 				t.Fatalf("%q: exit code %d:\n%s", args[0], code, repeatedErr)
 			}
 			if !strings.Contains(repeated+repeatedErr, "a-uv-cache") || !strings.Contains(repeated+repeatedErr, "b-extra") {
 				t.Fatalf("%q does not use both policies:\n%s%s", args[0], repeated, repeatedErr)
 			}
-			commas, commasErr, code := runCLI(t, "", args[1]...)
+			commas, commasErr, code := commandtest.RunCLI(t, Main, "", args[1]...)
 			if code != command.ExitOK || commas != repeated || commasErr != repeatedErr {
 				t.Errorf("%q (exit code %d):\n%s--- stderr\n%s\nwant, as %q:\n%s--- stderr\n%s",
 					args[1], code, commas, commasErr, args[0], repeated, repeatedErr)

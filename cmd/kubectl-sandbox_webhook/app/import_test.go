@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -36,7 +37,7 @@ func TestImportKyverno(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Chdir(testkit.Path("testdata/kyverno"))
-			stdout, stderr, code := runCLI(t, "", append([]string{"import", "kyverno"}, tc.args...)...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", append([]string{"import", "kyverno"}, tc.args...)...)
 			golden.Compare(t, "testdata/kyverno/"+tc.name+".golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 			if stdout == "" {
 				return
@@ -59,7 +60,7 @@ func TestImportKyvernoStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := strings.Replace(string(raw), "rules:\n    - name: uv-cache-tmpfs", "rules:\n    - name: \"tmpfs\\nspec: {assets: [{name: x}]}\"", 1)
-	stdout, stderr, code := runCLI(t, in, "import", "kyverno", "-")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, in, "import", "kyverno", "-")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

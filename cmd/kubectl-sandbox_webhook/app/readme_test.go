@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -42,7 +43,7 @@ func TestREADMEExamples(t *testing.T) {
 			want = e[1]
 		}
 		t.Run(m[2], func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", strings.Fields(m[2])...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", strings.Fields(m[2])...)
 			if got := stderr + stdout; got != m[3] {
 				t.Errorf("README shows:\n%s\nthe command prints:\n%s", m[3], got)
 			}

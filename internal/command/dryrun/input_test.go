@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
@@ -65,7 +66,7 @@ func TestInputFiles(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-p", memory, "-o", "patch"}, c.args...)
-			_, stderr, code := runCLI(t, c.stdin, args...)
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, args...)
 			if code != command.ExitOK {
 				t.Fatalf("exit code %d:\n%s", code, stderr)
 			}
@@ -115,7 +116,7 @@ func TestInputSaysWhatHappened(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-p", memory, "-f", "-"}, c.extra...)
-			_, stderr, code := runCLI(t, c.stdin, args...)
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, args...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d:\n%s", code, c.code, stderr)
 			}
@@ -135,7 +136,7 @@ func TestInputSaysWhatHappened(t *testing.T) {
 // terminal escapes are printed escaped in every report line.
 func TestReportEscapesControlCharacters(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"p\\e[2J\"\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers:\n  - name: \"grader\\e[2J\"\n    image: i\n    env: [{name: UV_LINK_MODE, value: hardlink}]\n"
-	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
+	_, stderr, _ := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
 	if strings.ContainsRune(stderr, 0x1b) {
 		t.Fatalf("stderr holds a raw escape character:\n%q", stderr)
 	}
@@ -168,7 +169,7 @@ func TestInputLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, stderr, code := runCLI(t, c.stdin, "dry-run", "-p", memory, "-f", "-")
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, "dry-run", "-p", memory, "-f", "-")
 			if code != command.ExitError || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit code %d, want %d with %q:\n%.2000s", code, command.ExitError, c.want, stderr)
 			}
@@ -218,7 +219,7 @@ func TestStreamedListOutput(t *testing.T) {
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
 			for _, format := range []string{"yaml", "json"} {
-				stdout, stderr, code := runCLI(t, in, "dry-run", "-p", memory, "-f", "-", "-o", format)
+				stdout, stderr, code := commandtest.RunCLI(t, cli, in, "dry-run", "-p", memory, "-f", "-", "-o", format)
 				if code != command.ExitOK {
 					t.Fatalf("exit code %d:\n%s", code, stderr)
 				}
@@ -248,7 +249,7 @@ func TestStreamedListOutput(t *testing.T) {
 	}
 	// An empty List (kubectl get of an empty namespace) is zero pods:
 	// passed through, said, and not an error (TestEmptyList).
-	stdout, stderr, code := runCLI(t, `{"apiVersion":"v1","items":[],"kind":"List","metadata":{}}`, "dry-run", "-p", memory, "-f", "-")
+	stdout, stderr, code := commandtest.RunCLI(t, cli, `{"apiVersion":"v1","items":[],"kind":"List","metadata":{}}`, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || !strings.Contains(stdout, "items: []") || !strings.Contains(stderr, "hold no items") {
 		t.Errorf("an empty List: exit code %d:\n%s%s", code, stdout, stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
@@ -30,7 +31,7 @@ func TestDryRunKubeTarget(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-f", testkit.Path(c.pod), "--namespaces", testkit.Path(golden.Namespaces),
 				"--predict", "--policy", testkit.Path("examples/policies/memory")}, c.target...)
-			stdout, stderr, code := runCLI(t, "", args...)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", args...)
 			golden.Compare(t, "testdata/cli/kube-target-"+c.name+".golden",
 				fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
 		})

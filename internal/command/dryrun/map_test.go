@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
@@ -41,7 +42,7 @@ func TestDryRunMAP(t *testing.T) {
 			if set.LeakMitigation != "" {
 				args = append(args, "--leak-mitigation="+set.LeakMitigation)
 			}
-			stdout, stderr, code := runCLI(t, "", args...)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", args...)
 			if want := set.NoMAP; want != "" {
 				if code == command.ExitOK || !strings.Contains(stderr, want) {
 					t.Fatalf("exit code %d, want a failure naming %q:\n%s", code, want, stderr)
@@ -54,7 +55,7 @@ func TestDryRunMAP(t *testing.T) {
 			if n := strings.Count(stderr, ": the MAP gives the same pod as the webhook\n"); n != len(pods) {
 				t.Errorf("agreement reported for %d of %d pods:\n%s", n, len(pods), stderr)
 			}
-			plain, _, _ := runCLI(t, "", slices.Delete(slices.Clone(args), 1, 2)...)
+			plain, _, _ := commandtest.RunCLI(t, cli, "", slices.Delete(slices.Clone(args), 1, 2)...)
 			if stdout != plain {
 				t.Errorf("--map changed the output:\n%s\nwithout --map:\n%s", stdout, plain)
 			}
@@ -64,7 +65,7 @@ func TestDryRunMAP(t *testing.T) {
 
 // TestDryRunMAPGaps: dry-run --map names the gaps of a partial export.
 func TestDryRunMAPGaps(t *testing.T) {
-	_, stderr, code := runCLI(t, "", "dry-run", "--map", "-p", testkit.Path("testdata/policies/multi"),
+	_, stderr, code := commandtest.RunCLI(t, cli, "", "dry-run", "--map", "-p", testkit.Path("testdata/policies/multi"),
 		"-f", testkit.Path("testdata/pods/basic.yaml"))
 	if code != command.ExitOK {
 		t.Fatalf("exit code %d:\n%s", code, stderr)
@@ -107,7 +108,7 @@ func TestDryRunMAPBoundsQuantities(t *testing.T) {
 	}
 	done := make(chan string, 1)
 	go func() {
-		_, stderr, _ := runCLI(t, "", "dry-run", "--map", "-f", input, "--policy", testkit.Path("examples/policies/memory"), "-o", "summary")
+		_, stderr, _ := commandtest.RunCLI(t, cli, "", "dry-run", "--map", "-f", input, "--policy", testkit.Path("examples/policies/memory"), "-o", "summary")
 		done <- stderr
 	}()
 	var stderr string

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
@@ -20,11 +21,11 @@ spec:
   - {name: c, image: i}
 `
 	memory := testkit.Path("examples/policies/memory")
-	without, _, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-")
+	without, _, code := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || strings.Contains(without, "sandbox-webhook.io/status") {
 		t.Fatalf("without --status-always: exit code %d:\n%s", code, without)
 	}
-	with, _, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-", "--status-always")
+	with, _, code := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", memory, "-f", "-", "--status-always")
 	want := strings.Replace(without, "metadata:\n", "metadata:\n  annotations:\n    sandbox-webhook.io/status: '{\"policies\":[]}'\n", 1)
 	if code != command.ExitOK || with != want {
 		t.Errorf("with --status-always: exit code %d\n got:\n%s\nwant:\n%s", code, with, want)

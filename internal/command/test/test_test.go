@@ -8,15 +8,19 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
+
+// cli is the command line with test its one subcommand.
+var cli = commandtest.Subcommand(NewCommand)
 
 // TestExamples runs the examples' policy tests, as a policy repository's CI
 // would: make test keeps them passing.
 func TestExamples(t *testing.T) {
 	t.Chdir(testkit.Root())
-	stdout, stderr, code := runCLI(t, "", "test", "examples/tests")
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "examples/tests")
 	if code != command.ExitOK || stderr != "" {
 		t.Fatalf("exit code %d:\n%s%s", code, stdout, stderr)
 	}
@@ -32,14 +36,14 @@ func TestTestCommand(t *testing.T) {
 	t.Chdir(testkit.Root())
 	for _, name := range []string{"failing", "invalid"} {
 		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", "test", "testdata/test/"+name)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "testdata/test/"+name)
 			golden.Compare(t, "testdata/test/"+name+".golden", fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
 		})
 	}
-	if _, stderr, code := runCLI(t, "", "test"); code != command.ExitUsage {
+	if _, stderr, code := commandtest.RunCLI(t, cli, "", "test"); code != command.ExitUsage {
 		t.Errorf("test without a path: exit code %d, want %d:\n%s", code, command.ExitUsage, stderr)
 	}
-	if _, stderr, code := runCLI(t, "", "test", "policy"); code != command.ExitError || !strings.Contains(stderr, "policy: no sandbox-webhook-test.yaml file in it") {
+	if _, stderr, code := commandtest.RunCLI(t, cli, "", "test", "policy"); code != command.ExitError || !strings.Contains(stderr, "policy: no sandbox-webhook-test.yaml file in it") {
 		t.Errorf("a directory without tests: exit code %d:\n%s", code, stderr)
 	}
 }
@@ -63,7 +67,7 @@ cases:
 	if err := os.WriteFile(filepath.Join(dir, "sandbox-webhook-test.yaml"), []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := runCLI(t, "", "test", "--allow-outside-root", dir)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", dir)
 	if code != command.ExitError {
 		t.Fatalf("exit code %d, want %d:\n%s%s", code, command.ExitError, stdout, stderr)
 	}
@@ -169,7 +173,7 @@ cases:
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(repo, "tests", c.name, TestFileName)
-			stdout, stderr, code := runCLI(t, "", "test", file)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file)
 			if want := "Error: " + file + ": " + c.want + "\n"; code != command.ExitError || stdout != "" || stderr != want {
 				t.Errorf("exit code %d\nstdout:\n%s\nstderr:\n%s\nwant exit code 1, no stdout and the stderr:\n%s", code, stdout, stderr, want)
 			}
@@ -192,15 +196,15 @@ func TestAllowOutsideRoot(t *testing.T) {
 		"zero/" + TestFileName:              "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\npolicies: [../shared/policies]\ncases: [{name: c, input: pods/sandbox.yaml, object: /dev/zero}]\n",
 	})
 	file := filepath.Join(tmp, "repo", TestFileName)
-	if stdout, stderr, code := runCLI(t, "", "test", file); code != command.ExitError || !strings.HasPrefix(stderr, "Error: "+file+": paths that resolve outside the root") {
+	if stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file); code != command.ExitError || !strings.HasPrefix(stderr, "Error: "+file+": paths that resolve outside the root") {
 		t.Errorf("without the flag: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	stdout, stderr, code := runCLI(t, "", "test", "--allow-outside-root", file)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", file)
 	if code != command.ExitOK || stdout != "PASS shared: c\n1 passed, 0 failed\n" || stderr != "" {
 		t.Errorf("with the flag: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	zero := filepath.Join(tmp, "zero", TestFileName)
-	stdout, stderr, code = runCLI(t, "", "test", "--allow-outside-root", zero)
+	stdout, stderr, code = commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", zero)
 	if want := "Error: " + zero + `: case "c": read /dev/zero: is a character device, not a regular file` + "\n"; code != command.ExitError || stdout != "" || stderr != want {
 		t.Errorf("/dev/zero with the flag: exit code %d\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
 	}
@@ -222,7 +226,7 @@ func TestRootWithoutGit(t *testing.T) {
 		"tests/" + TestFileName:      "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: up}\npolicies: [../policies]\ncases: [{name: c, input: ../pods/sandbox.yaml, matched: [sandbox-seed]}]\n",
 	})
 	file := filepath.Join(tmp, "tests", TestFileName)
-	stdout, stderr, code := runCLI(t, "", "test", file)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file)
 	want := "Error: " + file + ": paths that resolve outside the root " + filepath.Join(tmp, "tests") +
 		" (the test file's directory: no directory above it holds .git) are not read; --allow-outside-root reads them:\n" +
 		"  policies[0]: ../policies\n" +
@@ -232,7 +236,7 @@ func TestRootWithoutGit(t *testing.T) {
 	}
 	// A worktree's .git is a file.
 	writeTree(t, tmp, map[string]string{".git": "gitdir: /elsewhere/.git/worktrees/x\n"})
-	stdout, stderr, code = runCLI(t, "", "test", file)
+	stdout, stderr, code = commandtest.RunCLI(t, cli, "", "test", file)
 	if code != command.ExitOK || stdout != "PASS up: c\n1 passed, 0 failed\n" || stderr != "" {
 		t.Errorf("with a .git file: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
