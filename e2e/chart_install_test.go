@@ -52,6 +52,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // The chart's certificate modes (values: certificates.mode).
@@ -182,10 +183,7 @@ func TestChartExistingSecretURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("https://127.0.0.1:%d/mutate-v1-pod", port)
 
 	r := installChart(t, release, map[string]any{
@@ -233,10 +231,7 @@ func TestChartExistingSecretURL(t *testing.T) {
 // are admitted again.
 func TestChartSelfManaged(t *testing.T) {
 	const release = "chart-selfmanaged-url"
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.FreePort(t)
 	// localhost, not 127.0.0.1: the rotator's certificate has DNS names only
 	// (--cert-extra-dns-name=localhost).
 	url := fmt.Sprintf("https://localhost:%d/mutate-v1-pod", port)

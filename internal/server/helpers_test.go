@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // ca signs serving certificates for tests.
@@ -114,16 +115,6 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // policyYAML is a sandbox policy whose env var MARKER tells which version
 // of the file an answer came from.
 func policyYAML(marker string) string {
@@ -200,7 +191,7 @@ func newTestEnv(t testing.TB, configure func(*Options)) *testEnv {
 
 // pickPorts chooses free ports for the webhook and the side servers.
 func (e *testEnv) pickPorts() {
-	port, health, metrics := freePort(e.t), freePort(e.t), freePort(e.t)
+	port, health, metrics := testkit.FreePort(e.t), testkit.FreePort(e.t), testkit.FreePort(e.t)
 	e.opts.Port = port
 	e.opts.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
 	e.opts.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metrics)
