@@ -264,7 +264,11 @@ func TestChartSelfManaged(t *testing.T) {
 		// expires within the rotator's renewal window (90 days); it stays valid
 		// for localhost, so every admission must succeed throughout.
 		short := r.tlsSecret(t)
-		ca, err := parseCA(short.Data)
+		parsed, err := testkit.ParseCA(short.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := parsed.Rotator()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -958,24 +962,6 @@ func (r *chartRelease) selfManagedState(t *testing.T, d *deployment) (*selfManag
 		return nil, errors.New("the server serves a certificate other than the Secret's")
 	}
 	return s, nil
-}
-
-// parseCA reads the self-managed CA and its key from the Secret's data.
-func parseCA(data map[string][]byte) (*rotator.KeyPairArtifacts, error) {
-	cb, _ := pem.Decode(data[certs.CAFile])
-	kb, _ := pem.Decode(data["ca.key"])
-	if cb == nil || kb == nil {
-		return nil, errors.New("no CA in the Secret")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	key, err := x509.ParsePKCS1PrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return &rotator.KeyPairArtifacts{Cert: cert, Key: key, CertPEM: data[certs.CAFile], KeyPEM: data["ca.key"]}, nil
 }
 
 // admissions are the results of admitWhile.
