@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -91,7 +92,7 @@ func TestBurstBench(t *testing.T) {
 	apiserverPID := benchFindPID(t, filepath.Join(suite.root, "bin", "kube-apiserver"), "--secure-port="+host.Port())
 	webhookPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(in.webhook.Port))
 	guardPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(guarded.webhook.Port))
-	webhookPod = benchComparable(createPod(t, sandboxPod(webhookNS, "reference")))
+	webhookPod = benchComparable(createPod(t, testkit.SandboxPod(webhookNS, "reference", sleeping)))
 
 	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
 	const handlerMetric = "sandbox_webhook_admission_duration_seconds"
@@ -209,7 +210,7 @@ func TestBurstBench(t *testing.T) {
 }
 
 // benchSeedPatch returns a file holding the JSONPatch sandbox-webhook makes
-// of the burst's pod (sandboxPod) in the namespace webhookNS under the
+// of the burst's pod (testkit.SandboxPod) in the namespace webhookNS under the
 // seed policy (examples/policies/memory, as the instance serves it): the
 // pod as the apiserver sends it for admission is that of a dry-run create
 // in noneNS, which no webhook selects, and the patch is mutate.Patch of
@@ -217,7 +218,7 @@ func TestBurstBench(t *testing.T) {
 func benchSeedPatch(t *testing.T, noneNS, webhookNS string) string {
 	t.Helper()
 	ctx := t.Context()
-	pod, err := suite.cs.CoreV1().Pods(noneNS).Create(ctx, sandboxPod(noneNS, "patch-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	pod, err := suite.cs.CoreV1().Pods(noneNS).Create(ctx, testkit.SandboxPod(noneNS, "patch-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +330,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	i := 0
 	waitFor(t, "the apiserver to call the floor webhook", func() (bool, string) {
 		i++
-		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, sandboxPod(ns, fmt.Sprintf("probe-%d", i)), metav1.CreateOptions{}); err != nil {
+		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, testkit.SandboxPod(ns, fmt.Sprintf("probe-%d", i), sleeping), metav1.CreateOptions{}); err != nil {
 			return false, err.Error()
 		}
 		n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label)

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // burstSize is the seed's scenario: about a hundred sandbox pods at once.
@@ -42,7 +43,7 @@ func burst(ctx context.Context, ns, prefix string, n int) burstResult {
 	)
 	for i := range n {
 		wg.Go(func() {
-			pod := sandboxPod(ns, fmt.Sprintf("%s-%03d", prefix, i))
+			pod := testkit.SandboxPod(ns, fmt.Sprintf("%s-%03d", prefix, i), sleeping)
 			<-start
 			t0 := time.Now()
 			got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -130,7 +131,7 @@ func TestBurst(t *testing.T) {
 	for round := range burstRounds {
 		if round > 0 {
 			in.install(t, in.mwc)
-			if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(withNS, "probe"), true); err != nil {
+			if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(withNS, "probe", sleeping), true); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -152,7 +153,7 @@ func TestBurst(t *testing.T) {
 		if err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, in.mwc.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(withoutNS, "probe"), false); err != nil {
+		if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(withoutNS, "probe", sleeping), false); err != nil {
 			t.Fatal(err)
 		}
 		checkAll("warm-up burst without the webhook", burst(ctx, withoutNS, fmt.Sprintf("r%d-warmup", round), burstSize), false)
@@ -251,7 +252,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, sandboxPod(ns, fmt.Sprintf("w%d-%04d", w, i)), metav1.CreateOptions{})
+				got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, testkit.SandboxPod(ns, fmt.Sprintf("w%d-%04d", w, i), sleeping), metav1.CreateOptions{})
 				mu.Lock()
 				if err != nil {
 					failed.Add(1)
@@ -287,7 +288,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 		mwc.Webhooks[0].ClientConfig.CABundle = next.CA
 		in.install(t, mwc)
 		atBundle := created.Load() + failed.Load()
-		if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 			t.Error(err)
 		}
 		waitCreated(atBundle + 100)

@@ -196,10 +196,10 @@ func TestChartExistingSecretURL(t *testing.T) {
 	d := r.runDeployment(t, port)
 	podNS := release + "-pods"
 	ensureNamespace(t, podNS, map[string]string{instanceLabel: release})
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
-	if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "sandbox")))); len(p) > 0 {
+	if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "sandbox", sleeping)))); len(p) > 0 {
 		t.Errorf("sandbox pod:%s", joinProblems(p))
 	}
 	if p := untouchedProblems(createPod(t, generated(plainPod(podNS, "plain")))); len(p) > 0 {
@@ -252,10 +252,10 @@ func TestChartSelfManaged(t *testing.T) {
 
 	podNS := release + "-pods"
 	ensureNamespace(t, podNS, map[string]string{instanceLabel: release})
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
-	if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "sandbox")))); len(p) > 0 {
+	if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "sandbox", sleeping)))); len(p) > 0 {
 		t.Errorf("sandbox pod:%s", joinProblems(p))
 	}
 
@@ -324,7 +324,7 @@ func TestChartSelfManaged(t *testing.T) {
 			}
 			return nil
 		})
-		if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+		if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 			t.Fatal(err)
 		}
 		res := loop.stop()
@@ -332,7 +332,7 @@ func TestChartSelfManaged(t *testing.T) {
 		for _, f := range res.failures {
 			t.Logf("  in the window: %s", f)
 		}
-		if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "after-new-ca")))); len(p) > 0 {
+		if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "after-new-ca", sleeping)))); len(p) > 0 {
 			t.Errorf("sandbox pod after the new CA:%s", joinProblems(p))
 		}
 	})
@@ -987,7 +987,7 @@ func admitWhile(t *testing.T, ns string) *admitLoop {
 		var res admissions
 		defer func() { l.done <- res }()
 		for {
-			pod := generated(sandboxPod(ns, "rotation"))
+			pod := generated(testkit.SandboxPod(ns, "rotation", sleeping))
 			got, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			res.total++
 			switch {

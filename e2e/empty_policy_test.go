@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // markerPolicy is a second policy, in a plain directory beside the mounted
@@ -70,7 +72,7 @@ func TestTruncatedPolicyKeepsLastGoodSet(t *testing.T) {
 					return
 				default:
 				}
-				pod := sandboxPod(ns, fmt.Sprintf("load-%d-%d", w, i))
+				pod := testkit.SandboxPod(ns, fmt.Sprintf("load-%d-%d", w, i), sleeping)
 				got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				var p string
 				switch {

@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // chartMemoryLimit is the chart's resources.limits.memory (256Mi): above it
@@ -82,7 +84,7 @@ func TestMemoryExhaustionHeld(t *testing.T) {
 	// attack is held.
 	started.Wait()
 	for i := range 20 {
-		pod := createPod(t, sandboxPod(ns, fmt.Sprintf("under-attack-%d", i)))
+		pod := createPod(t, testkit.SandboxPod(ns, fmt.Sprintf("under-attack-%d", i), sleeping))
 		if p := seedProblems(pod, corev1.StorageMediumMemory); len(p) > 0 {
 			t.Errorf("pod %d admitted under attack:%s", i, joinProblems(p))
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -35,7 +36,7 @@ func TestGuard(t *testing.T) {
 	}
 
 	before := in.metric(t, "sandbox_webhook_admission_requests_total")
-	got := createPod(t, sandboxPod(ns, "answered"))
+	got := createPod(t, testkit.SandboxPod(ns, "answered", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("with the webhook up:%s", joinProblems(p))
 	}
@@ -43,9 +44,9 @@ func TestGuard(t *testing.T) {
 		t.Errorf("one sandbox pod made %v admission requests, want 1 (the retry entry is called only when the first did not answer)", calls)
 	}
 
-	optedOut := sandboxPod(ns, "opted-out")
+	optedOut := testkit.SandboxPod(ns, "opted-out", sleeping)
 	optedOut.Labels["sandbox-webhook.io/skip"] = "true"
-	windows := sandboxPod(ns, "windows")
+	windows := testkit.SandboxPod(ns, "windows", sleeping)
 	windows.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
 	for _, pod := range []*corev1.Pod{optedOut, windows} {
 		got = createPod(t, pod)
@@ -69,12 +70,12 @@ func TestGuard(t *testing.T) {
 	in.install(t, broken)
 	opened := failOpen()
 	waitFor(t, "the apiserver to call the changed first entry", func() (bool, string) {
-		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "dry", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		now := failOpen()
 		return err == nil && now > opened, fmt.Sprintf("fail-opens %v, create %v", now, err)
 	})
 	opened = failOpen()
-	got = createPod(t, sandboxPod(ns, "retried"))
+	got = createPod(t, testkit.SandboxPod(ns, "retried", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("answered by the second entry:%s", joinProblems(p))
 	}
@@ -104,7 +105,7 @@ func breakGlass(t *testing.T, in *instance, ns string) {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "down"), dry); err == nil {
+	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "down", sleeping), dry); err == nil {
 		t.Fatal("a sandbox pod was admitted with the webhook down and its configuration in place")
 	}
 	s := createStream(t, ns, func() {
@@ -126,7 +127,7 @@ func breakGlass(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Start(t.Context()); err != nil {
 		t.Fatalf("restarting the webhook: %v", err)
 	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,7 +143,7 @@ func forgedWhileDown(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Stop(); err != nil {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
-	pod := sandboxPod(ns, "forged-while-down")
+	pod := testkit.SandboxPod(ns, "forged-while-down", sleeping)
 	pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[]}`}
 	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if minor := version.MustParseGeneric(suite.version).Minor(); minor >= 36 {
@@ -155,7 +156,7 @@ func forgedWhileDown(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Start(t.Context()); err != nil {
 		t.Fatalf("restarting the webhook: %v", err)
 	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
 	// With a replica answering, the same pod is mutated.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // The cutover of docs/migrate-from-kyverno.md, walked with the real Kyverno
@@ -321,7 +322,7 @@ func (kv *kyvernoEnv) applyPolicy(t *testing.T) {
 		return false, err.Error()
 	})
 	waitFor(t, "Kyverno to mutate sandbox pods", func() (bool, string) {
-		got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(ctx, sandboxPod(cutoverNamespace, "kyverno-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(ctx, testkit.SandboxPod(cutoverNamespace, "kyverno-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -349,7 +350,7 @@ func (kv *kyvernoEnv) installWebhook(t *testing.T, name, enforcement string) *in
 		noProbe:    true,
 	})
 	waitFor(t, "the API server to send the webhook sandbox pods", func() (bool, string) {
-		_, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(t.Context(), sandboxPod(cutoverNamespace, "webhook-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(t.Context(), testkit.SandboxPod(cutoverNamespace, "webhook-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -522,7 +523,7 @@ func startStream(t *testing.T) *stream {
 				c := created{name: name}
 				cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 				defer ccancel()
-				got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(cctx, sandboxPod(cutoverNamespace, name), metav1.CreateOptions{})
+				got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(cctx, testkit.SandboxPod(cutoverNamespace, name, sleeping), metav1.CreateOptions{})
 				if err != nil {
 					c.err = err
 				} else {

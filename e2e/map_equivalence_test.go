@@ -179,7 +179,7 @@ func TestMAPEquivalence(t *testing.T) {
 				leakMitigation: set.LeakMitigation,
 				namespaces:     whNamespaces,
 			})
-			installMAP(t, exported, scope, sandboxPod(twin("sandboxes", "map"), "probe"))
+			installMAP(t, exported, scope, testkit.SandboxPod(twin("sandboxes", "map"), "probe", sleeping))
 			t.Cleanup(func() {
 				for _, ns := range names {
 					for _, side := range []string{"wh", "map", "both"} {

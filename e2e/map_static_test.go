@@ -122,7 +122,7 @@ func TestMAPStaticManifests(t *testing.T) {
 			}
 		}
 	})
-	if err := harness.WaitMutating(t.Context(), cs, sandboxPod("sandboxes", "static-probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), cs, testkit.SandboxPod("sandboxes", "static-probe", sleeping), true); err != nil {
 		t.Fatalf("%v\n%s", err, tail(cpLog.Name()))
 	}
 

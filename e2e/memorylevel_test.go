@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // podLevelDropped reports whether the apiserver under test drops pod-level
@@ -95,7 +96,7 @@ func TestMemoryLevels(t *testing.T) {
 
 	for _, level := range levels {
 		t.Run(level, func(t *testing.T) {
-			pod := sandboxPod(ns, "level-"+level)
+			pod := testkit.SandboxPod(ns, "level-"+level, sleeping)
 			pod.Labels["memory-level"] = level
 			predicted, cliWarnings := predict(t, pod, files...)
 

@@ -11,13 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // uvMedium returns the medium of the uv cache in a dry-run create of a
 // sandbox pod in ns, the way the apiserver would store it right now.
 // It reports whether the medium is want, and what it saw.
 func uvMedium(t *testing.T, ns string, want corev1.StorageMedium) (bool, string) {
-	got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "mode-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "mode-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return false, err.Error()
 	}
@@ -39,7 +40,7 @@ func TestModeSwitch(t *testing.T) {
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 	})
 
-	got := createPod(t, sandboxPod(ns, "before"))
+	got := createPod(t, testkit.SandboxPod(ns, "before", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Fatalf("before the switch:%s", joinProblems(p))
 	}
@@ -50,7 +51,7 @@ func TestModeSwitch(t *testing.T) {
 	waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
 		return uvMedium(t, ns, corev1.StorageMediumDefault)
 	})
-	pod := sandboxPod(ns, "after-on")
+	pod := testkit.SandboxPod(ns, "after-on", sleeping)
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
@@ -97,7 +98,7 @@ spec:
 		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
 		return n > errorsBefore, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
 	})
-	got = createPod(t, sandboxPod(ns, "after-invalid"))
+	got = createPod(t, testkit.SandboxPod(ns, "after-invalid", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after an invalid policy update the last good set should serve:%s", joinProblems(p))
 	}
@@ -137,7 +138,7 @@ spec:
 	waitFor(t, "the disk-mode policy to reach the webhook", func() (bool, string) {
 		return uvMedium(t, ns, corev1.StorageMediumDefault)
 	})
-	got = createPod(t, sandboxPod(ns, "after-disk-policy"))
+	got = createPod(t, testkit.SandboxPod(ns, "after-disk-policy", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumDefault); len(p) > 0 {
 		t.Errorf("after the disk-mode policy:%s", joinProblems(p))
 	}

@@ -344,8 +344,16 @@ func (e *testEnv) metric(prefix string) float64 {
 	return -1
 }
 
-const sandboxPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"sandboxes","labels":{"app":"sandbox"}},` +
-	`"spec":{"containers":[{"name":"main","image":"python:3.12-slim"}]}}`
+// sandboxPod is the kit's sandbox pod as an AdmissionReview carries it.
+var sandboxPod = func() string {
+	pod := testkit.SandboxPod("sandboxes", "p", testkit.Image("python:3.12-slim"))
+	pod.APIVersion, pod.Kind = "v1", "Pod"
+	b, err := json.Marshal(pod)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func reviewFor(t testing.TB, uid, ns, pod string) []byte {
 	t.Helper()
