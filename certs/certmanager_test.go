@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // webhookConfig is a MutatingWebhookConfiguration like the chart's that selects
@@ -143,8 +145,8 @@ func TestCertManagerMode(t *testing.T) {
 		NotAfter:   &metav1.Time{Time: notAfter},
 		Conditions: []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionTrue, Reason: "Ready", Message: "Certificate is up to date and has not expired"}},
 	})
-	waitFor(t, "readiness with Ready=True", func() error { return check(nil) })
-	waitFor(t, "the gauges", func() error {
+	testkit.WaitFor(t, "readiness with Ready=True", waitLimit, func() error { return check(nil) })
+	testkit.WaitFor(t, "the gauges", waitLimit, func() error {
 		got, err := gauge(reg, metricNotAfter)
 		if err != nil {
 			return err
@@ -178,14 +180,14 @@ func TestCertManagerMode(t *testing.T) {
 		NotAfter:   &metav1.Time{Time: renewed},
 		Conditions: []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: "Failed", Message: "issuer selfsigned not found"}},
 	})
-	waitFor(t, "readiness with Ready=False", func() error {
+	testkit.WaitFor(t, "readiness with Ready=False", waitLimit, func() error {
 		if err := check(nil); err == nil || !strings.Contains(err.Error(), "issuer selfsigned not found") {
 			return fmt.Errorf("check = %w", err)
 		}
 		return nil
 	})
 	logs.waitFor(t, errorLine, "is not Ready", `"reason":"Failed"`, "issuer selfsigned not found")
-	waitFor(t, "the gauges after Ready=False", func() error {
+	testkit.WaitFor(t, "the gauges after Ready=False", waitLimit, func() error {
 		if got, _ := gauge(reg, metricNotAfter); got != float64(renewed.Unix()) {
 			return fmt.Errorf("%s = %v, want %d", metricNotAfter, got, renewed.Unix())
 		}
@@ -199,7 +201,7 @@ func TestCertManagerMode(t *testing.T) {
 	if err := cm.CertmanagerV1().Certificates(ns).Delete(ctx, o.Certificate, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the gauge after deletion", func() error {
+	testkit.WaitFor(t, "the gauge after deletion", waitLimit, func() error {
 		if got, _ := gauge(reg, metricNotAfter); got != 0 {
 			return fmt.Errorf("%s = %v, want 0", metricNotAfter, got)
 		}

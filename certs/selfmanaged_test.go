@@ -168,7 +168,7 @@ func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 func (f *selfManagedFixture) waitConverged(t *testing.T, what string, ins ...*instance) {
 	t.Helper()
-	waitFor(t, what, func() error { return f.converged(t, ins...) })
+	testkit.WaitFor(t, what, waitLimit, func() error { return f.converged(t, ins...) })
 }
 
 func noRBACErrors(t *testing.T, ins ...*instance) {
@@ -239,7 +239,7 @@ func TestSelfManagedMode(t *testing.T) {
 	if _, err := f.admin.CoreV1().Secrets(f.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the renewed serving certificate", func() error {
+	testkit.WaitFor(t, "the renewed serving certificate", waitLimit, func() error {
 		if err := f.converged(t, a); err != nil {
 			return err
 		}
@@ -273,7 +273,7 @@ func TestSelfManagedModeReplicas(t *testing.T) {
 	if _, err := f.admin.CoreV1().Secrets(f.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new CA after the Secret was emptied", func() error {
+	testkit.WaitFor(t, "a new CA after the Secret was emptied", waitLimit, func() error {
 		if err := f.converged(t, a, b); err != nil {
 			return err
 		}

@@ -110,7 +110,7 @@ func TestServeSelfManaged(t *testing.T) {
 	}()
 
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", health)
-	waitFor(t, "serve's /readyz", func() error {
+	testkit.WaitFor(t, "serve's /readyz", waitLimit, func() error {
 		select {
 		case err := <-exited:
 			stopped = true

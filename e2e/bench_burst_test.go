@@ -328,13 +328,15 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	name := mwc.Webhooks[0].Name
 	label := fmt.Sprintf("name=%q", name)
 	i := 0
-	waitFor(t, "the apiserver to call the floor webhook", func() (bool, string) {
+	testkit.WaitFor(t, "the apiserver to call the floor webhook", time.Minute, func() error {
 		i++
 		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, testkit.SandboxPod(ns, fmt.Sprintf("probe-%d", i), sleeping), metav1.CreateOptions{}); err != nil {
-			return false, err.Error()
+			return err
 		}
-		n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label)
-		return n > 0, fmt.Sprintf("%v calls", n)
+		if n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label); n == 0 {
+			return fmt.Errorf("%v calls", n)
+		}
+		return nil
 	})
 	return name, cmd.Process.Pid
 }

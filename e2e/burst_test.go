@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -266,8 +267,11 @@ func TestCertRotationUnderLoad(t *testing.T) {
 		})
 	}
 	waitCreated := func(n int64) {
-		waitFor(t, fmt.Sprintf("%d creates", n), func() (bool, string) {
-			return created.Load()+failed.Load() >= n, fmt.Sprintf("%d created, %d failed", created.Load(), failed.Load())
+		testkit.WaitFor(t, fmt.Sprintf("%d creates", n), time.Minute, func() error {
+			if created.Load()+failed.Load() < n {
+				return fmt.Errorf("%d created, %d failed", created.Load(), failed.Load())
+			}
+			return nil
 		})
 	}
 	func() {
@@ -277,7 +281,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		atRotation := created.Load() + failed.Load()
-		waitFor(t, "the webhook to serve the new certificate", func() (bool, string) {
+		testkit.WaitFor(t, "the webhook to serve the new certificate", time.Minute, func() error {
 			return servesCert(in.webhook.Address(), next)
 		})
 		atServing := created.Load() + failed.Load()
@@ -314,19 +318,19 @@ func TestCertRotationUnderLoad(t *testing.T) {
 
 // servesCert reports whether a TLS handshake with addr, trusting only g's CA,
 // presents g's certificate.
-func servesCert(addr string, g *harness.CertGeneration) (bool, string) {
+func servesCert(addr string, g *harness.CertGeneration) error {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(g.CA)
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
 	if err != nil {
-		return false, err.Error()
+		return err
 	}
 	defer conn.Close()
 	leaf := conn.ConnectionState().PeerCertificates[0]
 	if !leaf.Equal(g.Leaf) {
-		return false, "serving serial " + leaf.SerialNumber.String()
+		return errors.New("serving serial " + leaf.SerialNumber.String())
 	}
-	return true, ""
+	return nil
 }
 
 // checkBurst fails the test unless every create of the burst succeeded and

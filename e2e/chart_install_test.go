@@ -922,16 +922,13 @@ type selfManagedState struct {
 func (r *chartRelease) waitSelfManaged(t *testing.T, d *deployment, what string, more func(*selfManagedState) error) *selfManagedState {
 	t.Helper()
 	var s *selfManagedState
-	waitFor(t, what, func() (bool, string) {
+	testkit.WaitFor(t, what, time.Minute, func() error {
 		var err error
 		s, err = r.selfManagedState(t, d)
 		if err == nil && more != nil {
 			err = more(s)
 		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
+		return err
 	})
 	return s
 }

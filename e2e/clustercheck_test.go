@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -241,7 +242,7 @@ func TestClusterCheck(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
+		testkit.WaitFor(t, "leak-mitigation on to reach the webhook", time.Minute, func() error {
 			return uvMedium(t, ns, corev1.StorageMediumDefault)
 		})
 		createPod(t, testkit.SandboxPod(ns, "disk", sleeping))

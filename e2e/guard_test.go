@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,10 +70,12 @@ func TestGuard(t *testing.T) {
 	broken.Webhooks[0].ClientConfig.URL = new(strings.Replace(*broken.Webhooks[0].ClientConfig.URL, "/mutate-v1-pod", "/nowhere", 1))
 	in.install(t, broken)
 	opened := failOpen()
-	waitFor(t, "the apiserver to call the changed first entry", func() (bool, string) {
+	testkit.WaitFor(t, "the apiserver to call the changed first entry", time.Minute, func() error {
 		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "dry", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		now := failOpen()
-		return err == nil && now > opened, fmt.Sprintf("fail-opens %v, create %v", now, err)
+		if now := failOpen(); err != nil || now <= opened {
+			return fmt.Errorf("fail-opens %v, create %v", now, err)
+		}
+		return nil
 	})
 	opened = failOpen()
 	got = createPod(t, testkit.SandboxPod(ns, "retried", sleeping))

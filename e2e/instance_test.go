@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -289,22 +288,3 @@ func podName(pod *corev1.Pod) string {
 
 // fmtPod names a pod for messages.
 func fmtPod(pod *corev1.Pod) string { return fmt.Sprintf("%s/%s", pod.Namespace, podName(pod)) }
-
-// waitFor polls cond until it holds, and fails the test when it has not
-// within a minute; cond returns what it saw for the failure message. It is
-// for state that changes asynchronously (configuration and file reloads),
-// never for asserting how fast anything is.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: gave up after a minute; last: %s", what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -314,20 +315,22 @@ func (kv *kyvernoEnv) applyPolicy(t *testing.T) {
 	if err := yaml.Unmarshal(kv.policy, &obj.Object); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "Kyverno to accept the notes' policy", func() (bool, string) {
+	testkit.WaitFor(t, "Kyverno to accept the notes' policy", time.Minute, func() error {
 		_, err := kv.dyn.Resource(clusterPolicies).Create(ctx, &obj, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			return true, ""
+			return nil
 		}
-		return false, err.Error()
+		return err
 	})
-	waitFor(t, "Kyverno to mutate sandbox pods", func() (bool, string) {
+	testkit.WaitFor(t, "Kyverno to mutate sandbox pods", time.Minute, func() error {
 		got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(ctx, testkit.SandboxPod(cutoverNamespace, "kyverno-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		p := notesProblems(got)
-		return len(p) == 0, strings.Join(p, "; ")
+		if p := notesProblems(got); len(p) > 0 {
+			return errors.New(strings.Join(p, "; "))
+		}
+		return nil
 	})
 }
 
@@ -349,13 +352,15 @@ func (kv *kyvernoEnv) installWebhook(t *testing.T, name, enforcement string) *in
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: cutoverNamespace}}},
 		noProbe:    true,
 	})
-	waitFor(t, "the API server to send the webhook sandbox pods", func() (bool, string) {
+	testkit.WaitFor(t, "the API server to send the webhook sandbox pods", time.Minute, func() error {
 		_, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(t.Context(), testkit.SandboxPod(cutoverNamespace, "webhook-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		n := in.metric(t, "sandbox_webhook_admission_requests_total")
-		return n > 0, fmt.Sprintf("%v reviews", n)
+		if n := in.metric(t, "sandbox_webhook_admission_requests_total"); n == 0 {
+			return fmt.Errorf("%v reviews", n)
+		}
+		return nil
 	})
 	return in
 }
@@ -368,9 +373,11 @@ func (kv *kyvernoEnv) setEnforcement(t *testing.T, in *instance, enforcement str
 	if err := in.policies.Update(map[string][]byte{"sandbox-uv-cache.yaml": kv.withEnforcement(t, enforcement)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook to load the policy in "+enforcement, func() (bool, string) {
-		n := in.metric(t, "sandbox_webhook_policy_reloads_total")
-		return n > reloads, fmt.Sprintf("%v reloads", n)
+	testkit.WaitFor(t, "the webhook to load the policy in "+enforcement, time.Minute, func() error {
+		if n := in.metric(t, "sandbox_webhook_policy_reloads_total"); n <= reloads {
+			return fmt.Errorf("%v reloads", n)
+		}
+		return nil
 	})
 }
 
@@ -567,11 +574,13 @@ func (s *stream) step(t *testing.T, name string, do func()) {
 		do()
 	}
 	enter(name)
-	waitFor(t, fmt.Sprintf("%d creates in step %q", createsPerStep, name), func() (bool, string) {
+	testkit.WaitFor(t, fmt.Sprintf("%d creates in step %q", createsPerStep, name), time.Minute, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		n := len(s.results[name])
-		return n >= createsPerStep, fmt.Sprintf("%d creates", n)
+		if n := len(s.results[name]); n < createsPerStep {
+			return fmt.Errorf("%d creates", n)
+		}
+		return nil
 	})
 	t.Logf("step %q: %s", name, time.Since(start).Round(time.Millisecond))
 }

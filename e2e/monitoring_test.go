@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // seriesList is the list of the metric names the chart's PrometheusRule and
@@ -179,9 +181,11 @@ func TestMonitoringSeries(t *testing.T) {
 	if err := in.policies.Update(map[string][]byte{"broken.yaml": []byte("apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: broken}\nspec: {mode: nonsense}\n")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook to reject the broken policy", func() (bool, string) {
-		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
-		return n > before, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+	testkit.WaitFor(t, "the webhook to reject the broken policy", time.Minute, func() error {
+		if n := in.metric(t, "sandbox_webhook_policy_reload_errors_total"); n <= before {
+			return fmt.Errorf("sandbox_webhook_policy_reload_errors_total %v", n)
+		}
+		return nil
 	})
 
 	text, err := in.webhook.Metrics(t.Context())

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -191,11 +192,14 @@ func startInjector(t *testing.T, in *instance, injector *sidecarInjector) {
 	})
 	// Wait until the apiserver calls the injector too (the probe may be
 	// refused for what the injector adds).
-	waitFor(t, "the apiserver to call the second webhook", func() (bool, string) {
+	testkit.WaitFor(t, "the apiserver to call the second webhook", time.Minute, func() error {
 		_, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), testkit.SandboxPod(in.probeNamespace, "probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		injector.mu.Lock()
 		defer injector.mu.Unlock()
-		return len(injector.sawMutated) > 0, fmt.Sprintf("not called; the probe: %v", err)
+		if len(injector.sawMutated) == 0 {
+			return fmt.Errorf("not called; the probe: %v", err)
+		}
+		return nil
 	})
 }
 
