@@ -37,12 +37,8 @@ func TestSpecialFilesRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for src, dst := range map[string]string{memory + "/sandbox-seed.yaml": "policies/sandbox-seed.yaml", pod: "pod.yaml"} {
-			raw, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(repo, dst), raw, 0o644); err != nil {
+		for src, dst := range map[string]string{testkit.SeedFile: "policies/sandbox-seed.yaml", "examples/pods/sandbox.yaml": "pod.yaml"} {
+			if err := os.WriteFile(filepath.Join(repo, dst), testkit.Read(t, src), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

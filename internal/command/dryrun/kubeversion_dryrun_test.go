@@ -2,7 +2,6 @@ package dryrun
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
@@ -45,9 +44,5 @@ func TestDryRunKubeTarget(t *testing.T) {
 
 func readGolden(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(testkit.Path("testdata/cli/kube-target-" + name + ".golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(testkit.Read(t, "testdata/cli/kube-target-"+name+".golden"))
 }

@@ -103,15 +103,6 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func readGolden(t *testing.T, rel string) string {
-	t.Helper()
-	raw, err := os.ReadFile(testkit.Path(rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
-}
-
 // secrets are planted beside a checkout, as on a CI runner: a kubeconfig, a
 // Docker config.json and a service-account token.
 var secrets = map[string]string{
@@ -129,7 +120,7 @@ var secrets = map[string]string{
 func TestPathsConfinedToRoot(t *testing.T) {
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "repo")
-	pod, seed := readGolden(t, "examples/pods/sandbox.yaml"), readGolden(t, "examples/policies/memory/sandbox-seed.yaml")
+	pod, seed := string(testkit.Read(t, "examples/pods/sandbox.yaml")), string(testkit.Seed(t))
 	files := map[string]string{
 		"outside/pods/sandbox.yaml":         pod,
 		"repo/.git":                         "dir/",
@@ -187,12 +178,12 @@ cases:
 func TestAllowOutsideRoot(t *testing.T) {
 	tmp := t.TempDir()
 	writeTree(t, tmp, map[string]string{
-		"shared/policies/sandbox-seed.yaml": readGolden(t, "examples/policies/memory/sandbox-seed.yaml"),
+		"shared/policies/sandbox-seed.yaml": string(testkit.Seed(t)),
 		"repo/.git":                         "dir/",
-		"repo/pods/sandbox.yaml":            readGolden(t, "examples/pods/sandbox.yaml"),
+		"repo/pods/sandbox.yaml":            string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"repo/" + TestFileName:              "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: shared}\npolicies: [../shared/policies]\ncases: [{name: c, input: pods/sandbox.yaml, matched: [sandbox-seed]}]\n",
 		"zero/.git":                         "dir/",
-		"zero/pods/sandbox.yaml":            readGolden(t, "examples/pods/sandbox.yaml"),
+		"zero/pods/sandbox.yaml":            string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"zero/" + TestFileName:              "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\npolicies: [../shared/policies]\ncases: [{name: c, input: pods/sandbox.yaml, object: /dev/zero}]\n",
 	})
 	file := filepath.Join(tmp, "repo", TestFileName)
@@ -221,8 +212,8 @@ func TestRootWithoutGit(t *testing.T) {
 		}
 	}
 	writeTree(t, tmp, map[string]string{
-		"policies/sandbox-seed.yaml": readGolden(t, "examples/policies/memory/sandbox-seed.yaml"),
-		"pods/sandbox.yaml":          readGolden(t, "examples/pods/sandbox.yaml"),
+		"policies/sandbox-seed.yaml": string(testkit.Seed(t)),
+		"pods/sandbox.yaml":          string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"tests/" + TestFileName:      "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: up}\npolicies: [../policies]\ncases: [{name: c, input: ../pods/sandbox.yaml, matched: [sandbox-seed]}]\n",
 	})
 	file := filepath.Join(tmp, "tests", TestFileName)
