@@ -298,9 +298,12 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 			t.Errorf("%s was never answered", r.name)
 		}
 	}
-	for _, series := range []string{`sandbox_webhook_connections_refused_total{server="webhook"}`, `sandbox_webhook_connections_refused_total{server="metrics"}`,
-		`sandbox_webhook_connections_refused_total{server="health"}`} {
-		t.Logf("%s %v", series, sampleValue(metrics, series))
+	for _, server := range []string{"webhook", "metrics", "health"} {
+		v, err := testkit.Metric([]byte(metrics), "sandbox_webhook_connections_refused_total", "server="+server)
+		if err != nil {
+			t.Errorf("the scrape under the attacks: %v", err)
+		}
+		t.Logf("sandbox_webhook_connections_refused_total{server=%q} %v", server, v)
 	}
 	t.Logf("%d corpus pods admitted under %d reviews, %d header lines, %d idle connections held; VmRSS %d MiB, peak VmHWM %d MiB (%d MiB below the chart's limit)",
 		admitted, sent.Load(), heads.Load(), idle.Load(), after.rss>>20, after.hwm>>20, (chartMemoryLimit-after.hwm)>>20)
@@ -391,18 +394,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// sampleValue is the value of one series in a Prometheus text exposition,
-// or -1 when it is not there.
-func sampleValue(exposition, series string) float64 {
-	for line := range strings.Lines(exposition) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }

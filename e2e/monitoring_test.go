@@ -132,22 +132,6 @@ func renderedQueries(t *testing.T) []string {
 	return exprs
 }
 
-// exposedNames returns the sample names of a Prometheus text exposition: the
-// series a scrape stores, not the # HELP and # TYPE lines.
-func exposedNames(text string) map[string]bool {
-	names := map[string]bool{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, _, _ := strings.Cut(line, " ")
-		name, _, _ = strings.Cut(name, "{")
-		names[name] = true
-	}
-	return names
-}
-
 // TestMonitoringSeries checks that every series the chart's PrometheusRule and
 // Grafana dashboard query is one a real serve exports: it renders the chart
 // with both on, takes the metric names out of every query, and looks for each
@@ -188,11 +172,11 @@ func TestMonitoringSeries(t *testing.T) {
 		return nil
 	})
 
-	text, err := in.webhook.Metrics(t.Context())
+	// The series a scrape stores, not the # HELP and # TYPE lines.
+	exposed, err := testkit.SampleNames(in.metrics(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	exposed := exposedNames(text)
 	for _, n := range names {
 		if slices.Contains(externalSeries, n) {
 			if exposed[n] {

@@ -175,7 +175,7 @@ func TestProbePortsLimits(t *testing.T) {
 			}
 		})
 	}
-	if got := e.metric(`sandbox_webhook_connections_refused_total{server="metrics"}`); got < 1 {
+	if got := e.metric("sandbox_webhook_connections_refused_total", "server=metrics"); got < 1 {
 		t.Errorf("connections refused on the metrics port: %v", got)
 	}
 }

@@ -328,20 +328,23 @@ func (e *testEnv) status() Status {
 	return st
 }
 
-// metric returns the value of the sample whose line starts with prefix
-// (name and labels as rendered), or -1.
-func (e *testEnv) metric(prefix string) float64 {
+// metrics returns the server's /metrics.
+func (e *testEnv) metrics() []byte {
 	e.t.Helper()
 	_, body := e.get(e.metricsURL)
-	for _, line := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest, &v); err == nil {
-				return v
-			}
-		}
+	return []byte(body)
+}
+
+// metric returns metric name, summed over the series whose labels include
+// labels (each key=value), on the server's /metrics. No such series fails
+// the test (testkit.Metric).
+func (e *testEnv) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	v, err := testkit.Metric(e.metrics(), name, labels...)
+	if err != nil {
+		e.t.Fatalf("/metrics: %v", err)
 	}
-	return -1
+	return v
 }
 
 // sandboxPod is the kit's sandbox pod as an AdmissionReview carries it.

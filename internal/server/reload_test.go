@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -39,13 +41,13 @@ func TestPolicyReload(t *testing.T) {
 		t.Errorf("after a valid change MARKER = %q, want b", m)
 	}
 	second := e.status().Policies.Hash
-	if got := e.metric(`sandbox_webhook_policy_set_info{hash="` + second + `"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_set_info", "hash="+second); got != 1 {
 		t.Errorf("policy_set_info for the new hash = %v", got)
 	}
-	if got := e.metric(`sandbox_webhook_policy_set_info{hash="` + first + `"}`); got != -1 {
-		t.Errorf("policy_set_info still shows the old hash (%v)", got)
+	if got, err := testkit.Metric(e.metrics(), "sandbox_webhook_policy_set_info", "hash="+first); !errors.Is(err, testkit.ErrNoSeries) {
+		t.Errorf("policy_set_info still shows the old hash (%v, %v)", got, err)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reloads_total{source="policies"}`); got != 2 {
+	if got := e.metric("sandbox_webhook_policy_reloads_total", "source=policies"); got != 2 {
 		t.Errorf("reloads = %v, want 2", got)
 	}
 
@@ -69,10 +71,10 @@ func TestPolicyReload(t *testing.T) {
 	if m := e.marker(e.client); m != "b" {
 		t.Errorf("after an invalid change MARKER = %q, want the last good b", m)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_errors_total{source="policies"}`); got < 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_errors_total", "source=policies"); got < 1 {
 		t.Errorf("reload errors = %v", got)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_last_success{source="policies"}`); got != 0 {
+	if got := e.metric("sandbox_webhook_policy_reload_last_success", "source=policies"); got != 0 {
 		t.Errorf("last_success = %v, want 0", got)
 	}
 
@@ -85,7 +87,7 @@ func TestPolicyReload(t *testing.T) {
 	if m := e.marker(e.client); m != "d" {
 		t.Errorf("MARKER = %q, want d", m)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_last_success{source="policies"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_last_success", "source=policies"); got != 1 {
 		t.Errorf("last_success = %v, want 1", got)
 	}
 }
@@ -173,7 +175,7 @@ func TestConfigMapSwap(t *testing.T) {
 	if strings.Contains(string(res.review.Response.Patch), `"medium":"Memory"`) {
 		t.Errorf("leak mitigation on, but the cache is on tmpfs: %s", res.review.Response.Patch)
 	}
-	if got := e.metric(`sandbox_webhook_leak_mitigation_info{mode="on"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_leak_mitigation_info", "mode=on"); got != 1 {
 		t.Errorf("leak_mitigation_info{on} = %v", got)
 	}
 }
@@ -199,7 +201,7 @@ func TestLeakMitigationFileReload(t *testing.T) {
 	if st.LeakMitigation.Mode != "on" || !st.Ready || !strings.Contains(st.LeakMitigation.File.Errors[0], `holds "sideways"`) {
 		t.Errorf("after an invalid file: %+v ready=%v", st.LeakMitigation, st.Ready)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_errors_total{source="leak-mitigation"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_errors_total", "source=leak-mitigation"); got != 1 {
 		t.Errorf("leak-mitigation reload errors = %v", got)
 	}
 

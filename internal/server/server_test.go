@@ -45,20 +45,24 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	for prefix, want := range map[string]float64{
-		`sandbox_webhook_admission_requests_total{outcome="mutated"}`:                          1,
-		`sandbox_webhook_admission_requests_total{outcome="unchanged"}`:                        1,
-		`sandbox_webhook_admission_duration_seconds_count{outcome="mutated"}`:                  1,
-		`sandbox_webhook_policy_hits_total{enforcement="enforce",mode="memory",policy="seed"}`: 1,
-		`sandbox_webhook_policy_reloads_total{source="policies"}`:                              1,
-		`sandbox_webhook_policy_reload_errors_total{source="policies"}`:                        0,
-		`sandbox_webhook_policy_reload_last_success{source="policies"}`:                        1,
-		`sandbox_webhook_policy_set_info{hash="` + st.Policies.Hash + `"}`:                     1,
-		`sandbox_webhook_leak_mitigation_info{mode="policy"}`:                                  1,
-		`sandbox_webhook_certificate_not_after_timestamp_seconds`:                              float64(st.Certificate.NotAfter.Unix()),
+	for _, m := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sandbox_webhook_admission_requests_total", []string{"outcome=mutated"}, 1},
+		{"sandbox_webhook_admission_requests_total", []string{"outcome=unchanged"}, 1},
+		{"sandbox_webhook_admission_duration_seconds_count", []string{"outcome=mutated"}, 1},
+		{"sandbox_webhook_policy_hits_total", []string{"enforcement=enforce", "mode=memory", "policy=seed"}, 1},
+		{"sandbox_webhook_policy_reloads_total", []string{"source=policies"}, 1},
+		{"sandbox_webhook_policy_reload_errors_total", []string{"source=policies"}, 0},
+		{"sandbox_webhook_policy_reload_last_success", []string{"source=policies"}, 1},
+		{"sandbox_webhook_policy_set_info", []string{"hash=" + st.Policies.Hash}, 1},
+		{"sandbox_webhook_leak_mitigation_info", []string{"mode=policy"}, 1},
+		{"sandbox_webhook_certificate_not_after_timestamp_seconds", nil, float64(st.Certificate.NotAfter.Unix())},
 	} {
-		if got := e.metric(prefix); got != want {
-			t.Errorf("%s = %v, want %v", prefix, got, want)
+		if got := e.metric(m.name, m.labels...); got != m.want {
+			t.Errorf("%s%q = %v, want %v", m.name, m.labels, got, m.want)
 		}
 	}
 	_, body := e.get(e.metricsURL)
@@ -163,7 +167,7 @@ func testRequestBodyLimit(t *testing.T, limit int) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "--max-request-bytes") {
 		t.Errorf("a chunked review over the limit: HTTP %d %q", resp.StatusCode, body)
 	}
-	if got := e.metric(`sandbox_webhook_admission_requests_total{outcome="error"}`); got != 2 {
+	if got := e.metric("sandbox_webhook_admission_requests_total", "outcome=error"); got != 2 {
 		t.Errorf("errors counted: %v, want 2", got)
 	}
 }
