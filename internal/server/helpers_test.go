@@ -234,7 +234,7 @@ func (e *testEnv) start(before func(*server)) {
 
 		var runErr error
 		listening := false
-		eventually(e.t, "the webhook listener", func() bool {
+		testkit.WaitFor(e.t, "the webhook listener", time.Minute, testkit.Holds(func() bool {
 			select {
 			case runErr = <-e.done:
 				return true
@@ -246,7 +246,7 @@ func (e *testEnv) start(before func(*server)) {
 				listening = true
 			}
 			return listening
-		})
+		}))
 		if listening {
 			return
 		}
@@ -279,18 +279,6 @@ func (e *testEnv) newClient(disableKeepAlives bool) *http.Client {
 	}}
 }
 
-// eventually waits for cond, failing the test with what after a minute.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (e *testEnv) get(url string) (int, string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -303,7 +291,7 @@ func (e *testEnv) get(url string) (int, string) {
 
 func (e *testEnv) waitReady() {
 	e.t.Helper()
-	eventually(e.t, "/readyz", func() bool {
+	testkit.WaitFor(e.t, "/readyz", time.Minute, testkit.Holds(func() bool {
 		select {
 		case err := <-e.done:
 			e.cancel = nil
@@ -312,7 +300,7 @@ func (e *testEnv) waitReady() {
 		}
 		code, _ := e.get(e.healthURL + "/readyz")
 		return code == http.StatusOK
-	})
+	}))
 }
 
 func (e *testEnv) status() Status {

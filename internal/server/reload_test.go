@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +37,7 @@ func TestPolicyReload(t *testing.T) {
 
 	// A valid change is swapped in.
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), policyYAML("b"))
-	eventually(t, "the new policy set", func() bool { return e.status().Policies.Hash != first })
+	testkit.WaitFor(t, "the new policy set", time.Minute, testkit.Holds(func() bool { return e.status().Policies.Hash != first }))
 	if m := e.marker(e.client); m != "b" {
 		t.Errorf("after a valid change MARKER = %q, want b", m)
 	}
@@ -54,7 +55,7 @@ func TestPolicyReload(t *testing.T) {
 	// An invalid change is rejected, visibly, and the last good set serves.
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), strings.Replace(policyYAML("c"), "sizeLimit: 1Gi", "sizeLimit: 1 Gi", 1))
 	writeFile(t, filepath.Join(e.policyDir, "other.yaml"), "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: other}\nspec: {mode: tmpfs}\n")
-	eventually(t, "the rejected reload on /status", func() bool { return len(e.status().Policies.Errors) >= 2 })
+	testkit.WaitFor(t, "the rejected reload on /status", time.Minute, testkit.Holds(func() bool { return len(e.status().Policies.Errors) >= 2 }))
 	st := e.status()
 	if !st.Ready || st.Policies.Hash != second || !st.Policies.Loaded {
 		t.Errorf("after an invalid change /status = %+v", st)
@@ -83,7 +84,7 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), policyYAML("d"))
-	eventually(t, "the fixed set", func() bool { st := e.status(); return len(st.Policies.Errors) == 0 && st.Policies.Hash != second })
+	testkit.WaitFor(t, "the fixed set", time.Minute, testkit.Holds(func() bool { st := e.status(); return len(st.Policies.Errors) == 0 && st.Policies.Hash != second }))
 	if m := e.marker(e.client); m != "d" {
 		t.Errorf("MARKER = %q, want d", m)
 	}
@@ -110,7 +111,7 @@ func TestAllowedHostPaths(t *testing.T) {
 	good := e.status().Policies.Hash
 
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), asset("b", "/data/elsewhere"))
-	eventually(t, "the rejected reload on /status", func() bool { return len(e.status().Policies.Errors) > 0 })
+	testkit.WaitFor(t, "the rejected reload on /status", time.Minute, testkit.Holds(func() bool { return len(e.status().Policies.Errors) > 0 }))
 	st := e.status()
 	want := `seed.yaml (seed): spec.assets[0].hostPath.path: Invalid value: "/data/elsewhere": must lie under an --allowed-host-path: /mnt/shared`
 	if joined := strings.Join(st.Policies.Errors, "\n"); !strings.Contains(joined, want) {
@@ -164,10 +165,10 @@ func TestConfigMapSwap(t *testing.T) {
 	}
 
 	swap("2", policyYAML("two"), "on")
-	eventually(t, "the swapped ConfigMap", func() bool {
+	testkit.WaitFor(t, "the swapped ConfigMap", time.Minute, testkit.Holds(func() bool {
 		st := e.status()
 		return st.LeakMitigation.Mode == "on" && e.marker(e.client) == "two"
-	})
+	}))
 	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
 	if err != nil {
 		t.Fatal(err)
@@ -193,10 +194,10 @@ func TestLeakMitigationFileReload(t *testing.T) {
 	}
 
 	writeFile(t, leak, "sideways")
-	eventually(t, "the rejected leak-mitigation file", func() bool {
+	testkit.WaitFor(t, "the rejected leak-mitigation file", time.Minute, testkit.Holds(func() bool {
 		f := e.status().LeakMitigation.File
 		return f != nil && len(f.Errors) == 1
-	})
+	}))
 	st := e.status()
 	if st.LeakMitigation.Mode != "on" || !st.Ready || !strings.Contains(st.LeakMitigation.File.Errors[0], `holds "sideways"`) {
 		t.Errorf("after an invalid file: %+v ready=%v", st.LeakMitigation, st.Ready)
@@ -206,7 +207,7 @@ func TestLeakMitigationFileReload(t *testing.T) {
 	}
 
 	writeFile(t, leak, "policy")
-	eventually(t, "mode policy", func() bool { return e.status().LeakMitigation.Mode == "policy" })
+	testkit.WaitFor(t, "mode policy", time.Minute, testkit.Holds(func() bool { return e.status().LeakMitigation.Mode == "policy" }))
 }
 
 func TestLeakMitigationFileMissingAtStart(t *testing.T) {
@@ -214,7 +215,7 @@ func TestLeakMitigationFileMissingAtStart(t *testing.T) {
 	leak := filepath.Join(t.TempDir(), "leak")
 	e.opts.LeakMitigationFile = leak
 	e.start(nil)
-	eventually(t, "/status", func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK })
+	testkit.WaitFor(t, "/status", time.Minute, testkit.Holds(func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK }))
 	st := e.status()
 	if st.Ready || st.Checks[checkPolicies] == "ok" || !strings.Contains(st.Checks[checkPolicies], "--leak-mitigation-file") {
 		t.Errorf("ready without the leak-mitigation file: %+v", st)

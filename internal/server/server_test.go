@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -177,10 +178,10 @@ func TestNotReadyUntilPoliciesLoad(t *testing.T) {
 	writeFile(t, e.policyDir+"/seed.yaml", "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: seed}\nspec: {bogus: 1}\n")
 	e.start(nil)
 
-	eventually(t, "the server to answer", func() bool {
+	testkit.WaitFor(t, "the server to answer", time.Minute, testkit.Holds(func() bool {
 		code, _ := e.get(e.healthURL + "/healthz")
 		return code == http.StatusOK
-	})
+	}))
 	if code, body := e.get(e.healthURL + "/readyz"); code == http.StatusOK || !strings.Contains(body, "[-]policies failed") {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
@@ -188,10 +189,10 @@ func TestNotReadyUntilPoliciesLoad(t *testing.T) {
 	if st.Ready || st.Policies.Loaded || len(st.Policies.Errors) == 0 || !strings.Contains(st.Policies.Errors[0], "bogus") {
 		t.Errorf("/status = %+v", st)
 	}
-	eventually(t, "the webhook listener", func() bool {
+	testkit.WaitFor(t, "the webhook listener", time.Minute, testkit.Holds(func() bool {
 		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
 		return err == nil
-	})
+	}))
 	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "not ready") {
 		t.Errorf("admission before policies load: %v HTTP %d %q", err, res.status, res.body)

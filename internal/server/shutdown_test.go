@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -103,11 +104,11 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "some load", func() bool { return ok.Load() >= 50 })
+	testkit.WaitFor(t, "some load", time.Minute, testkit.Holds(func() bool { return ok.Load() >= 50 }))
 
 	shuttingDown.Store(true)
 	e.cancel()
-	eventually(t, "the listener to close", e.listenerClosed)
+	testkit.WaitFor(t, "the listener to close", time.Minute, testkit.Holds(e.listenerClosed))
 	select {
 	case err := <-e.done:
 		t.Fatalf("Run returned (%v) while %d reviews were in flight", err, blocked)
@@ -165,10 +166,10 @@ func TestShutdownDelay(t *testing.T) {
 	}
 
 	e.cancel()
-	eventually(t, "not ready", func() bool {
+	testkit.WaitFor(t, "not ready", time.Minute, testkit.Holds(func() bool {
 		code, body := e.get(e.healthURL + "/readyz")
 		return code != http.StatusOK && strings.Contains(body, "[-]shutdown failed")
-	})
+	}))
 	for i := range 3 {
 		var reused bool
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
@@ -219,7 +220,7 @@ func TestIdleDrain(t *testing.T) {
 	}
 	// The connection now sits idle in the client's pool.
 	e.cancel()
-	eventually(t, "the listener to close", e.listenerClosed)
+	testkit.WaitFor(t, "the listener to close", time.Minute, testkit.Holds(e.listenerClosed))
 	var reused bool
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },

@@ -2,15 +2,16 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 )
 
 // pollInterval is how often Poll calls its condition.
-const pollInterval = 100 * time.Millisecond
+const pollInterval = 50 * time.Millisecond
 
-// Poll calls cond every 100 ms until it returns nil, and returns the time
+// Poll calls cond every 50 ms until it returns nil, and returns the time
 // it did. It gives up when limit has passed or ctx ends, with cond's last
 // error.
 func Poll(ctx context.Context, limit time.Duration, cond func() error) (time.Time, error) {
@@ -41,3 +42,16 @@ func WaitFor(t testing.TB, what string, limit time.Duration, cond func() error) 
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
+
+// Holds is cond as a condition for Poll and WaitFor, for a state that has
+// nothing more to say about itself than whether it holds.
+func Holds(cond func() bool) func() error {
+	return func() error {
+		if !cond() {
+			return errNotYet
+		}
+		return nil
+	}
+}
+
+var errNotYet = errors.New("does not hold yet")
