@@ -4,51 +4,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
-)
 
-// testedMinors returns the oldest and the newest minor of the e2e version
-// matrix: the oldest of the modules e2e/tools/k8s-1.NN that `make
-// e2e-matrix` runs kube-apiserver from, and the k8s.io/kubernetes e2e/tools
-// pins for the whole suite.
-func testedMinors(t *testing.T) (oldest, newest int) {
-	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join("..", "e2e", "tools", "k8s-1.*"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no e2e/tools/k8s-1.NN modules (%v)", err)
-	}
-	var minors []int
-	for _, d := range dirs {
-		var m int
-		if _, err := fmt.Sscanf(filepath.Base(d), "k8s-1.%d", &m); err != nil {
-			t.Fatalf("%s: %v", d, err)
-		}
-		minors = append(minors, m)
-	}
-	data, err := os.ReadFile(filepath.Join("..", "e2e", "tools", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes v1\.(\d+)\.`).FindSubmatch(data)
-	if m == nil {
-		t.Fatal("e2e/tools/go.mod requires no k8s.io/kubernetes v1.NN")
-	}
-	newest, _ = strconv.Atoi(string(m[1]))
-	return slices.Min(minors), newest
-}
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+)
 
 // TestKubeVersionIsTheTestedRange holds the chart's kubeVersion to the minors
 // the version matrix proves: an install on an older or a newer cluster fails
 // at `helm install` with Helm's own message instead of running untested.
 func TestKubeVersionIsTheTestedRange(t *testing.T) {
-	oldest, newest := testedMinors(t)
+	oldest, newest := testkit.KubeMinors(t)
 	want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", oldest, newest+1)
 	if got := loadChart(t).Metadata.KubeVersion; got != want {
 		t.Fatalf("Chart.yaml kubeVersion = %q; e2e/tools proves 1.%d to 1.%d, so it must be %q", got, oldest, newest, want)

@@ -1,11 +1,6 @@
 package predict
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
@@ -61,28 +56,9 @@ func TestParseTarget(t *testing.T) {
 // the e2e version matrix: the newest is e2e/tools' k8s.io/kubernetes, the
 // oldest the oldest e2e/tools/k8s-1.NN module.
 func TestKubeVersionWindowIsTheMatrix(t *testing.T) {
-	data, err := os.ReadFile(testkit.Path("e2e/tools/go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes v1\.(\d+)\.`).FindSubmatch(data)
-	if m == nil {
-		t.Fatal("e2e/tools/go.mod requires no k8s.io/kubernetes v1.NN")
-	}
-	if newest, _ := strconv.Atoi(string(m[1])); newest != newestKubeMinor {
+	oldest, newest := testkit.KubeMinors(t)
+	if newest != newestKubeMinor {
 		t.Errorf("newestKubeMinor = %d; e2e/tools pins 1.%d", newestKubeMinor, newest)
-	}
-	dirs, err := filepath.Glob(testkit.Path("e2e/tools/k8s-1.*"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no e2e/tools/k8s-1.NN modules (%v)", err)
-	}
-	oldest := newestKubeMinor
-	for _, d := range dirs {
-		var n int
-		if _, err := fmt.Sscanf(filepath.Base(d), "k8s-1.%d", &n); err != nil {
-			t.Fatalf("%s: %v", d, err)
-		}
-		oldest = min(oldest, n)
 	}
 	if oldest != oldestKubeMinor {
 		t.Errorf("oldestKubeMinor = %d; the oldest e2e/tools/k8s-1.NN is 1.%d", oldestKubeMinor, oldest)
