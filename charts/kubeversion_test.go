@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 
+	"github.com/sandbox-webhook/sandbox-webhook/charts/render"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
@@ -30,26 +30,21 @@ func TestKubeVersionIsTheTestedRange(t *testing.T) {
 		t.Errorf("docs/install.md does not start its requirements with %q", claim)
 	}
 
-	render := func(version string) error {
+	renderOn := func(version string) error {
 		v, err := common.ParseKubeVersion(version)
 		if err != nil {
 			t.Fatal(err)
 		}
-		install := action.NewInstall(action.NewConfiguration())
-		install.DryRunStrategy = action.DryRunClient
-		install.ReleaseName = releaseName
-		install.Namespace = namespace
-		install.KubeVersion = v
-		_, err = install.Run(loadChart(t), map[string]any{})
+		_, err = render.Render(t.Context(), loadChart(t), render.Options{Release: releaseName, Namespace: namespace, KubeVersion: v}, map[string]any{})
 		return err
 	}
 	for _, v := range []string{fmt.Sprintf("v1.%d.0", oldest), fmt.Sprintf("v1.%d.5-eks-2f1e2d3", oldest), "v1.36.3", fmt.Sprintf("v1.%d.2", newest), fmt.Sprintf("v1.%d.9-gke.1200", newest)} {
-		if err := render(v); err != nil {
+		if err := renderOn(v); err != nil {
 			t.Errorf("kube %s: %v", v, err)
 		}
 	}
 	for _, v := range []string{fmt.Sprintf("v1.%d.9", oldest-1), "v1.30.0", fmt.Sprintf("v1.%d.0", newest+1), fmt.Sprintf("v1.%d.0-eks-2f1e2d3", newest+1)} {
-		err := render(v)
+		err := renderOn(v)
 		if err == nil || !strings.Contains(err.Error(), "incompatible with Kubernetes "+v) {
 			t.Errorf("kube %s: err = %v; want Helm's kubeVersion refusal", v, err)
 		}

@@ -7,7 +7,10 @@ module github.com/sandbox-webhook/sandbox-webhook/e2e
 
 go 1.26.0
 
-require github.com/sandbox-webhook/sandbox-webhook v0.0.0
+require (
+	github.com/sandbox-webhook/sandbox-webhook v0.0.0
+	github.com/sandbox-webhook/sandbox-webhook/charts v0.0.0
+)
 
 require (
 	github.com/cert-manager/cert-manager v1.21.2
@@ -189,4 +192,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-replace github.com/sandbox-webhook/sandbox-webhook => ../
+replace (
+	github.com/sandbox-webhook/sandbox-webhook => ../
+	github.com/sandbox-webhook/sandbox-webhook/charts => ../charts
+)

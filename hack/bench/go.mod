@@ -90,5 +90,7 @@ require (
 
 replace (
 	github.com/sandbox-webhook/sandbox-webhook => ../../
+	// The e2e module requires the charts module (its chart renderer).
+	github.com/sandbox-webhook/sandbox-webhook/charts => ../../charts
 	github.com/sandbox-webhook/sandbox-webhook/e2e => ../../e2e
 )
