@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -283,12 +282,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	logFile, err := os.Create(filepath.Join(dir, "floor.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,12 +210,7 @@ func newKyvernoEnv(t *testing.T) *kyvernoEnv {
 func (kv *kyvernoEnv) start(t *testing.T) {
 	t.Helper()
 	kv.starts++
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testkit.FreePort(t)
 	kv.logPath = filepath.Join(kv.dir, fmt.Sprintf("kyverno-%d.log", kv.starts))
 	logFile := createLog(t, kv.logPath)
 	kv.cmd = exec.Command(kv.binary,
