@@ -109,12 +109,12 @@ func TestCertManagerMode(t *testing.T) {
 	runManager(t, ctx, mgr, r)
 
 	// No Certificate yet: not ready, and said loudly.
-	logs.waitFor(t, errorLine, "Certificate of the webhook does not exist", "certificates.mode=certManager")
+	logs.waitLogged(t, errorLine, "Certificate of the webhook does not exist", "certificates.mode=certManager")
 	if err := check(nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("readiness without a Certificate: %v", err)
 	}
 	// The empty caBundle of the configuration, with the fix.
-	line := logs.waitFor(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty", "cert-manager-cainjector")
+	line := logs.waitLogged(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty", "cert-manager-cainjector")
 	if !strings.Contains(line, "pods.sandbox-webhook.io,pods-late.sandbox-webhook.io") || !strings.Contains(line, mwcName) {
 		t.Errorf("the caBundle error names neither the configuration nor its webhooks: %s", line)
 	}
@@ -134,7 +134,7 @@ func TestCertManagerMode(t *testing.T) {
 	if _, err := cm.CertmanagerV1().Certificates(ns).Create(ctx, crt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, errorLine, "Certificate of the webhook is not Ready", "kubectl -n "+ns+" describe certificate "+o.Certificate)
+	logs.waitLogged(t, errorLine, "Certificate of the webhook is not Ready", "kubectl -n "+ns+" describe certificate "+o.Certificate)
 	if err := check(nil); err == nil || !strings.Contains(err.Error(), "no Ready condition") {
 		t.Errorf("readiness without a Ready condition: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestCertManagerMode(t *testing.T) {
 		}
 		return nil
 	})
-	logs.waitFor(t, infoLine, "Certificate is Ready")
+	logs.waitLogged(t, infoLine, "Certificate is Ready")
 
 	// The cainjector fills the caBundle: logged as fixed.
 	mwc, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{})
@@ -172,7 +172,7 @@ func TestCertManagerMode(t *testing.T) {
 	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, "caBundle of the MutatingWebhookConfiguration is injected")
+	logs.waitLogged(t, "caBundle of the MutatingWebhookConfiguration is injected")
 
 	// Renewal failed: Ready=False turns readiness off and is logged with the reason.
 	renewed := notAfter.Add(24 * time.Hour)
@@ -186,7 +186,7 @@ func TestCertManagerMode(t *testing.T) {
 		}
 		return nil
 	})
-	logs.waitFor(t, errorLine, "is not Ready", `"reason":"Failed"`, "issuer selfsigned not found")
+	logs.waitLogged(t, errorLine, "is not Ready", `"reason":"Failed"`, "issuer selfsigned not found")
 	testkit.WaitFor(t, "the gauges after Ready=False", waitLimit, func() error {
 		if got, _ := gauge(reg, metricNotAfter); got != float64(renewed.Unix()) {
 			return fmt.Errorf("%s = %v, want %d", metricNotAfter, got, renewed.Unix())
@@ -241,7 +241,7 @@ func TestCertManagerModeWrongAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	runManager(t, ctx, mgr, r)
-	logs.waitFor(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty",
+	logs.waitLogged(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty",
 		fmt.Sprintf("kubectl annotate mutatingwebhookconfiguration %s cert-manager.io/inject-ca-from=%s/serving --overwrite", mwcName, ns),
 		`it is \"`+ns+`/another\" now`)
 
@@ -249,5 +249,5 @@ func TestCertManagerModeWrongAnnotation(t *testing.T) {
 	if err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwcName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, errorLine, "MutatingWebhookConfiguration does not exist", "sandbox pods run unmutated")
+	logs.waitLogged(t, errorLine, "MutatingWebhookConfiguration does not exist", "sandbox pods run unmutated")
 }

@@ -209,7 +209,8 @@ next:
 	return "", false
 }
 
-func (b *logBuffer) waitFor(t *testing.T, subs ...string) string {
+// waitLogged waits for a log line holding every one of subs and returns it.
+func (b *logBuffer) waitLogged(t *testing.T, subs ...string) string {
 	t.Helper()
 	var line string
 	testkit.WaitFor(t, fmt.Sprintf("a log line with %q", subs), waitLimit, func() error {

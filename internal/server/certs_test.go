@@ -72,7 +72,7 @@ func TestCertificateRotation(t *testing.T) {
 					return
 				default:
 				}
-				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("c%d-%d", i, n), "sandboxes", sandboxPod))
+				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("c%d-%d", i, n), "sandboxes", sandboxPodJSON))
 				if err == nil && (res.status != http.StatusOK || !res.review.Response.Allowed || len(res.review.Response.Patch) == 0) {
 					err = fmt.Errorf("HTTP %d %s", res.status, res.body)
 				}

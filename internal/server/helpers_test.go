@@ -335,8 +335,8 @@ func (e *testEnv) metric(name string, labels ...string) float64 {
 	return v
 }
 
-// sandboxPod is the kit's sandbox pod as an AdmissionReview carries it.
-var sandboxPod = func() string {
+// sandboxPodJSON is the kit's sandbox pod as an AdmissionReview carries it.
+var sandboxPodJSON = func() string {
 	pod := testkit.SandboxPod("sandboxes", "p", testkit.Image("python:3.12-slim"))
 	pod.APIVersion, pod.Kind = "v1", "Pod"
 	b, err := json.Marshal(pod)
@@ -402,7 +402,7 @@ func (e *testEnv) admit(client *http.Client, body []byte) (admitResult, error) {
 // sets, failing on anything but a patched answer.
 func (e *testEnv) marker(client *http.Client) string {
 	e.t.Helper()
-	res, err := e.admit(client, reviewFor(e.t, "m", "sandboxes", sandboxPod))
+	res, err := e.admit(client, reviewFor(e.t, "m", "sandboxes", sandboxPodJSON))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func TestStalledBodiesCannotCrowdOut(t *testing.T) {
 		return n == 3<<20
 	}))
 
-	big := append(reviewFor(t, "big", "sandboxes", sandboxPod), bytes.Repeat([]byte(" "), 1<<20)...)
+	big := append(reviewFor(t, "big", "sandboxes", sandboxPodJSON), bytes.Repeat([]byte(" "), 1<<20)...)
 	res, err := e.admit(e.newClient(true), big)
 	if err != nil || res.status != http.StatusServiceUnavailable || !res.closed ||
 		!strings.Contains(res.body, "sandbox-webhook is busy") || !strings.Contains(res.body, "--max-buffered-bytes") {
@@ -142,7 +142,7 @@ func TestRequestHeadLimit(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.start(nil)
 	e.waitReady()
-	req, err := http.NewRequest(http.MethodPost, e.webhookURL, bytes.NewReader(reviewFor(t, "h", "sandboxes", sandboxPod)))
+	req, err := http.NewRequest(http.MethodPost, e.webhookURL, bytes.NewReader(reviewFor(t, "h", "sandboxes", sandboxPodJSON)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestNotReadyUntilNamespacesSync(t *testing.T) {
 	if st.Ready || st.Checks[checkNamespaceCache] == "ok" || st.Checks[checkPolicies] != "ok" {
 		t.Errorf("checks before the namespace list returned: %v", st.Checks)
 	}
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "namespace cache has not synced") {
 		t.Errorf("admission before the sync: %v HTTP %d %q", err, res.status, res.body)
 	}

@@ -169,7 +169,7 @@ func TestConfigMapSwap(t *testing.T) {
 		st := e.status()
 		return st.LeakMitigation.Mode == "on" && e.marker(e.client) == "two"
 	}))
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestReloadsNeverMix(t *testing.T) {
 		return mutate.Namespace{Name: "sandboxes"}, true
 	}
 	webhook := admission.NewHandler(&config, lookup, admission.NewMetrics(reg), logr.Discard()).Webhook()
-	body := reviewFor(t, "u", "sandboxes", sandboxPod)
+	body := reviewFor(t, "u", "sandboxes", sandboxPodJSON)
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

@@ -27,7 +27,7 @@ func TestServe(t *testing.T) {
 	if m := e.marker(e.client); m != "a" {
 		t.Errorf("MARKER = %q", m)
 	}
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", strings.Replace(sandboxPod, `"app":"sandbox"`, `"app":"other"`, 1)))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", strings.Replace(sandboxPodJSON, `"app":"sandbox"`, `"app":"other"`, 1)))
 	if err != nil || res.status != http.StatusOK || !res.review.Response.Allowed || len(res.review.Response.Patch) != 0 {
 		t.Errorf("a non-sandbox pod: %v %d %s", err, res.status, res.body)
 	}
@@ -90,7 +90,7 @@ func TestTLSMinVersion(t *testing.T) {
 			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 				RootCAs: e.ca.pool, MaxVersion: tls.VersionTLS12,
 			}}}
-			_, err := e.admit(c, reviewFor(t, "x", "sandboxes", sandboxPod))
+			_, err := e.admit(c, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 			if (err == nil) != tc.tls12Fine {
 				t.Errorf("TLS 1.2 client: err = %v", err)
 			}
@@ -104,12 +104,12 @@ func TestTLSMinVersion(t *testing.T) {
 					tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
 				},
 			}}}
-			if _, err := e.admit(cbc, reviewFor(t, "z", "sandboxes", sandboxPod)); err == nil {
+			if _, err := e.admit(cbc, reviewFor(t, "z", "sandboxes", sandboxPodJSON)); err == nil {
 				t.Errorf("a TLS 1.2 client with only CBC cipher suites was answered")
 			}
 			// HTTP/2 is off: even a client that offers it speaks HTTP/1.1.
 			h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool}, ForceAttemptHTTP2: true}}
-			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPod)))
+			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPodJSON)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,9 +139,9 @@ func testRequestBodyLimit(t *testing.T, limit int) {
 
 	// A valid review padded with an annotation to a given size.
 	sized := func(n int) []byte {
-		base := reviewFor(t, "s", "sandboxes", sandboxPod)
+		base := reviewFor(t, "s", "sandboxes", sandboxPodJSON)
 		pad := n - len(base) - len(`,"annotations":{"pad":""}`)
-		pod := strings.Replace(sandboxPod, `"labels"`, `"annotations":{"pad":"`+strings.Repeat("x", pad)+`"},"labels"`, 1)
+		pod := strings.Replace(sandboxPodJSON, `"labels"`, `"annotations":{"pad":"`+strings.Repeat("x", pad)+`"},"labels"`, 1)
 		b := reviewFor(t, "s", "sandboxes", pod)
 		if len(b) != n {
 			t.Fatalf("sized review is %d bytes, want %d", len(b), n)
@@ -190,10 +190,10 @@ func TestNotReadyUntilPoliciesLoad(t *testing.T) {
 		t.Errorf("/status = %+v", st)
 	}
 	testkit.WaitFor(t, "the webhook listener", time.Minute, testkit.Holds(func() bool {
-		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 		return err == nil
 	}))
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "not ready") {
 		t.Errorf("admission before policies load: %v HTTP %d %q", err, res.status, res.body)
 	}

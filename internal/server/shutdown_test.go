@@ -87,7 +87,7 @@ func TestGracefulShutdown(t *testing.T) {
 			client := e.newClient(false)
 			for n := 0; ; n++ {
 				sd := shuttingDown.Load()
-				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("h%d-%d", i, n), "sandboxes", sandboxPod))
+				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("h%d-%d", i, n), "sandboxes", sandboxPodJSON))
 				if err != nil {
 					if sd || shuttingDown.Load() {
 						refused.Add(1)
@@ -175,7 +175,7 @@ func TestShutdownDelay(t *testing.T) {
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 		})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "d", "sandboxes", sandboxPod))))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "d", "sandboxes", sandboxPodJSON))))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -225,7 +225,7 @@ func TestIdleDrain(t *testing.T) {
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 	})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "idle", "sandboxes", sandboxPod))))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "idle", "sandboxes", sandboxPodJSON))))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
