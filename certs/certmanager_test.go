@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // webhookConfig is a MutatingWebhookConfiguration like the chart's that selects
@@ -107,12 +109,12 @@ func TestCertManagerMode(t *testing.T) {
 	runManager(t, ctx, mgr, r)
 
 	// No Certificate yet: not ready, and said loudly.
-	logs.waitFor(t, errorLine, "Certificate of the webhook does not exist", "certificates.mode=certManager")
+	logs.waitLogged(t, errorLine, "Certificate of the webhook does not exist", "certificates.mode=certManager")
 	if err := check(nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("readiness without a Certificate: %v", err)
 	}
 	// The empty caBundle of the configuration, with the fix.
-	line := logs.waitFor(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty", "cert-manager-cainjector")
+	line := logs.waitLogged(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty", "cert-manager-cainjector")
 	if !strings.Contains(line, "pods.sandbox-webhook.io,pods-late.sandbox-webhook.io") || !strings.Contains(line, mwcName) {
 		t.Errorf("the caBundle error names neither the configuration nor its webhooks: %s", line)
 	}
@@ -132,7 +134,7 @@ func TestCertManagerMode(t *testing.T) {
 	if _, err := cm.CertmanagerV1().Certificates(ns).Create(ctx, crt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, errorLine, "Certificate of the webhook is not Ready", "kubectl -n "+ns+" describe certificate "+o.Certificate)
+	logs.waitLogged(t, errorLine, "Certificate of the webhook is not Ready", "kubectl -n "+ns+" describe certificate "+o.Certificate)
 	if err := check(nil); err == nil || !strings.Contains(err.Error(), "no Ready condition") {
 		t.Errorf("readiness without a Ready condition: %v", err)
 	}
@@ -143,8 +145,8 @@ func TestCertManagerMode(t *testing.T) {
 		NotAfter:   &metav1.Time{Time: notAfter},
 		Conditions: []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionTrue, Reason: "Ready", Message: "Certificate is up to date and has not expired"}},
 	})
-	waitFor(t, "readiness with Ready=True", func() error { return check(nil) })
-	waitFor(t, "the gauges", func() error {
+	testkit.WaitFor(t, "readiness with Ready=True", waitLimit, func() error { return check(nil) })
+	testkit.WaitFor(t, "the gauges", waitLimit, func() error {
 		got, err := gauge(reg, metricNotAfter)
 		if err != nil {
 			return err
@@ -157,7 +159,7 @@ func TestCertManagerMode(t *testing.T) {
 		}
 		return nil
 	})
-	logs.waitFor(t, infoLine, "Certificate is Ready")
+	logs.waitLogged(t, infoLine, "Certificate is Ready")
 
 	// The cainjector fills the caBundle: logged as fixed.
 	mwc, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{})
@@ -170,7 +172,7 @@ func TestCertManagerMode(t *testing.T) {
 	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, "caBundle of the MutatingWebhookConfiguration is injected")
+	logs.waitLogged(t, "caBundle of the MutatingWebhookConfiguration is injected")
 
 	// Renewal failed: Ready=False turns readiness off and is logged with the reason.
 	renewed := notAfter.Add(24 * time.Hour)
@@ -178,14 +180,14 @@ func TestCertManagerMode(t *testing.T) {
 		NotAfter:   &metav1.Time{Time: renewed},
 		Conditions: []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: "Failed", Message: "issuer selfsigned not found"}},
 	})
-	waitFor(t, "readiness with Ready=False", func() error {
+	testkit.WaitFor(t, "readiness with Ready=False", waitLimit, func() error {
 		if err := check(nil); err == nil || !strings.Contains(err.Error(), "issuer selfsigned not found") {
 			return fmt.Errorf("check = %w", err)
 		}
 		return nil
 	})
-	logs.waitFor(t, errorLine, "is not Ready", `"reason":"Failed"`, "issuer selfsigned not found")
-	waitFor(t, "the gauges after Ready=False", func() error {
+	logs.waitLogged(t, errorLine, "is not Ready", `"reason":"Failed"`, "issuer selfsigned not found")
+	testkit.WaitFor(t, "the gauges after Ready=False", waitLimit, func() error {
 		if got, _ := gauge(reg, metricNotAfter); got != float64(renewed.Unix()) {
 			return fmt.Errorf("%s = %v, want %d", metricNotAfter, got, renewed.Unix())
 		}
@@ -199,7 +201,7 @@ func TestCertManagerMode(t *testing.T) {
 	if err := cm.CertmanagerV1().Certificates(ns).Delete(ctx, o.Certificate, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the gauge after deletion", func() error {
+	testkit.WaitFor(t, "the gauge after deletion", waitLimit, func() error {
 		if got, _ := gauge(reg, metricNotAfter); got != 0 {
 			return fmt.Errorf("%s = %v, want 0", metricNotAfter, got)
 		}
@@ -239,7 +241,7 @@ func TestCertManagerModeWrongAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	runManager(t, ctx, mgr, r)
-	logs.waitFor(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty",
+	logs.waitLogged(t, errorLine, "caBundle of the MutatingWebhookConfiguration is empty",
 		fmt.Sprintf("kubectl annotate mutatingwebhookconfiguration %s cert-manager.io/inject-ca-from=%s/serving --overwrite", mwcName, ns),
 		`it is \"`+ns+`/another\" now`)
 
@@ -247,5 +249,5 @@ func TestCertManagerModeWrongAnnotation(t *testing.T) {
 	if err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwcName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitFor(t, errorLine, "MutatingWebhookConfiguration does not exist", "sandbox pods run unmutated")
+	logs.waitLogged(t, errorLine, "MutatingWebhookConfiguration does not exist", "sandbox pods run unmutated")
 }

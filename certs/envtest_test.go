@@ -25,6 +25,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // One kube-apiserver and etcd for the package's tests, started by the first
@@ -171,22 +173,8 @@ func createNamespace(t *testing.T, admin *rest.Config, prefix string) string {
 	return ns.Name
 }
 
-// waitFor polls cond until it returns nil; it fails the test with cond's last
-// error if that takes longer than a generous bound (a hang, not a slow run).
-func waitFor(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitLimit bounds the waits: generous, to catch a hang, not a slow run.
+const waitLimit = 90 * time.Second
 
 // logBuffer collects log lines from a funcr logger, safely across goroutines.
 type logBuffer struct {
@@ -221,10 +209,11 @@ next:
 	return "", false
 }
 
-func (b *logBuffer) waitFor(t *testing.T, subs ...string) string {
+// waitLogged waits for a log line holding every one of subs and returns it.
+func (b *logBuffer) waitLogged(t *testing.T, subs ...string) string {
 	t.Helper()
 	var line string
-	waitFor(t, fmt.Sprintf("a log line with %q", subs), func() error {
+	testkit.WaitFor(t, fmt.Sprintf("a log line with %q", subs), waitLimit, func() error {
 		var ok bool
 		if line, ok = b.find(subs...); !ok {
 			return fmt.Errorf("not logged")

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // selfManagedFixture is a namespace with the chart's empty Secret and a
@@ -166,7 +168,7 @@ func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 func (f *selfManagedFixture) waitConverged(t *testing.T, what string, ins ...*instance) {
 	t.Helper()
-	waitFor(t, what, func() error { return f.converged(t, ins...) })
+	testkit.WaitFor(t, what, waitLimit, func() error { return f.converged(t, ins...) })
 }
 
 func noRBACErrors(t *testing.T, ins ...*instance) {
@@ -214,7 +216,11 @@ func TestSelfManagedMode(t *testing.T) {
 
 	// A serving certificate inside the renewal window (90 days before expiry) is
 	// renewed with the same CA, and served without a restart.
-	ca, err := parseCA(data)
+	parsed, err := testkit.ParseCA(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := parsed.Rotator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +239,7 @@ func TestSelfManagedMode(t *testing.T) {
 	if _, err := f.admin.CoreV1().Secrets(f.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the renewed serving certificate", func() error {
+	testkit.WaitFor(t, "the renewed serving certificate", waitLimit, func() error {
 		if err := f.converged(t, a); err != nil {
 			return err
 		}
@@ -247,23 +253,6 @@ func TestSelfManagedMode(t *testing.T) {
 		t.Error("renewing the serving certificate replaced the CA")
 	}
 	noRBACErrors(t, a)
-}
-
-func parseCA(data map[string][]byte) (*rotator.KeyPairArtifacts, error) {
-	cb, _ := pem.Decode(data[CAFile])
-	kb, _ := pem.Decode(data["ca.key"])
-	if cb == nil || kb == nil {
-		return nil, errors.New("no CA in the Secret")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	key, err := x509.ParsePKCS1PrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return &rotator.KeyPairArtifacts{Cert: cert, Key: key, CertPEM: data[CAFile], KeyPEM: data["ca.key"]}, nil
 }
 
 // TestSelfManagedModeReplicas: two servers started together against the same
@@ -284,7 +273,7 @@ func TestSelfManagedModeReplicas(t *testing.T) {
 	if _, err := f.admin.CoreV1().Secrets(f.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new CA after the Secret was emptied", func() error {
+	testkit.WaitFor(t, "a new CA after the Secret was emptied", waitLimit, func() error {
 		if err := f.converged(t, a, b); err != nil {
 			return err
 		}

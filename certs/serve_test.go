@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,17 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
-)
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+)
 
 // syncBuffer is an io.Writer safe for the server's logger and the test.
 type syncBuffer struct {
@@ -87,7 +78,7 @@ func TestServeSelfManaged(t *testing.T) {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, health := freePort(t), freePort(t)
+	port, health := testkit.FreePort(t), testkit.FreePort(t)
 	args := []string{
 		"serve",
 		"--policy", filepath.Join("..", "examples", "policies", "memory"),
@@ -119,7 +110,7 @@ func TestServeSelfManaged(t *testing.T) {
 	}()
 
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz?verbose", health)
-	waitFor(t, "serve's /readyz", func() error {
+	testkit.WaitFor(t, "serve's /readyz", waitLimit, func() error {
 		select {
 		case err := <-exited:
 			stopped = true

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v4/pkg/action"
+	"github.com/sandbox-webhook/sandbox-webhook/charts/render"
 )
 
 // TestCertManagerModeNeedsCertManager: installing the default cert-manager
@@ -12,20 +12,15 @@ import (
 // with the chart's message naming the other modes; helm template, which has
 // no cluster, and a cluster with cert-manager render.
 func TestCertManagerModeNeedsCertManager(t *testing.T) {
-	render := func(apiVersions ...string) error {
-		install := action.NewInstall(action.NewConfiguration())
-		install.DryRunStrategy = action.DryRunClient
-		install.Replace = true
-		install.ReleaseName = releaseName
-		install.Namespace = namespace
-		install.KubeVersion = kubeVersion(t)
-		install.APIVersions = apiVersions
-		_, err := install.Run(loadChart(t), map[string]any{})
+	renderOn := func(apiVersions ...string) error {
+		_, err := render.Render(t.Context(), loadChart(t), render.Options{
+			Release: releaseName, Namespace: namespace, KubeVersion: kubeVersion(t), APIVersions: apiVersions,
+		}, map[string]any{})
 		return err
 	}
 	// What a cluster's discovery lists: group/version and group/version/kind.
 	cluster := []string{"v1", "v1/Pod", "apps/v1", "apps/v1/Deployment"}
-	err := render(cluster...)
+	err := renderOn(cluster...)
 	if err == nil {
 		t.Fatal("rendered the cert-manager mode for a cluster without cert-manager")
 	}
@@ -34,10 +29,10 @@ func TestCertManagerModeNeedsCertManager(t *testing.T) {
 			t.Errorf("error does not say %q: %v", want, err)
 		}
 	}
-	if err := render(append(cluster, "cert-manager.io/v1", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer")...); err != nil {
+	if err := renderOn(append(cluster, "cert-manager.io/v1", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer")...); err != nil {
 		t.Errorf("a cluster with cert-manager: %v", err)
 	}
-	if err := render(); err != nil {
+	if err := renderOn(); err != nil {
 		t.Errorf("helm template (no cluster): %v", err)
 	}
 }

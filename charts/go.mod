@@ -1,7 +1,8 @@
 // Module charts holds the Helm chart's tests (rendering, schema, helm lint,
 // the documented install commands) and pins the Helm they use, apart from
 // the main module so Helm's dependency graph never touches the webhook's.
-// `make helm` builds the same Helm into bin/.
+// Its package render is the one renderer of the chart, which the e2e module
+// imports too. `make helm` builds the same Helm into bin/.
 module github.com/sandbox-webhook/sandbox-webhook/charts
 
 go 1.26.0

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -70,11 +71,7 @@ func TestDefaultPolicyMatchesExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "examples", "policies", "memory", "sandbox-seed.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	examplePolicies, err := policy.Parse("example", raw)
+	examplePolicies, err := policy.Parse("example", testkit.Seed(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +79,7 @@ func TestDefaultPolicyMatchesExample(t *testing.T) {
 	exampleAssets := exampleSpec.Assets
 	exampleSpec.Assets = nil
 	if chartPolicies[0].Name() != examplePolicies[0].Name() || !equalJSON(t, chartSpec, exampleSpec) {
-		t.Errorf("the chart's default policy drifted from examples/policies/memory/sandbox-seed.yaml (assets aside):\nchart   %+v\nexample %+v", chartSpec, exampleSpec)
+		t.Errorf("the chart's default policy drifted from %s (assets aside):\nchart   %+v\nexample %+v", testkit.SeedFile, chartSpec, exampleSpec)
 	}
 
 	uncommented, ok := uncommentAssets(text)

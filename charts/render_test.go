@@ -17,11 +17,8 @@ import (
 	"testing"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +29,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/charts/render"
 )
 
 const (
@@ -51,9 +50,9 @@ type rendered struct {
 // (.helmignore applied).
 func loadChart(t *testing.T) *chart.Chart {
 	t.Helper()
-	c, err := loader.Load(chartDir)
+	c, err := render.Load(chartDir)
 	if err != nil {
-		t.Fatalf("load chart: %v", err)
+		t.Fatal(err)
 	}
 	return c
 }
@@ -96,19 +95,9 @@ func renderAt(t *testing.T, version, values string) *rendered {
 
 func renderFor(t *testing.T, version *common.KubeVersion, vals map[string]any, release, ns string) (*rendered, error) {
 	t.Helper()
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.Replace = true
-	install.ReleaseName = release
-	install.Namespace = ns
-	install.KubeVersion = version
-	rel, err := install.Run(loadChart(t), vals)
+	r, err := render.Render(t.Context(), loadChart(t), render.Options{Release: release, Namespace: ns, KubeVersion: version}, vals)
 	if err != nil {
 		return nil, err
-	}
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		t.Fatalf("unexpected release type %T", rel)
 	}
 	if len(r.Hooks) != 0 {
 		t.Errorf("the chart has %d hooks; it should have none", len(r.Hooks))

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -91,7 +91,7 @@ func TestBurstBench(t *testing.T) {
 	apiserverPID := benchFindPID(t, filepath.Join(suite.root, "bin", "kube-apiserver"), "--secure-port="+host.Port())
 	webhookPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(in.webhook.Port))
 	guardPID := benchFindPID(t, suite.binary, "--port", strconv.Itoa(guarded.webhook.Port))
-	webhookPod = benchComparable(createPod(t, sandboxPod(webhookNS, "reference")))
+	webhookPod = benchComparable(createPod(t, testkit.SandboxPod(webhookNS, "reference", sleeping)))
 
 	const callMetric = "apiserver_admission_webhook_admission_duration_seconds"
 	const handlerMetric = "sandbox_webhook_admission_duration_seconds"
@@ -133,7 +133,7 @@ func TestBurstBench(t *testing.T) {
 				checkBurst(t, c.name+" warm-up", warm, b.size, c.check)
 				var cs, cn, hs, hn float64
 				if c.webhook != "" {
-					l := fmt.Sprintf("name=%q", c.webhook)
+					l := "name=" + c.webhook
 					cs, cn = apiserverMetric(t, callMetric+"_sum", l), apiserverMetric(t, callMetric+"_count", l)
 				}
 				if c.name == "webhook" {
@@ -145,7 +145,7 @@ func TestBurstBench(t *testing.T) {
 				ownCPU[c.name] += benchCPU(t, ownPID[c.name]) - o0
 				checkBurst(t, c.name, r, b.size, c.check)
 				if c.webhook != "" {
-					l := fmt.Sprintf("name=%q", c.webhook)
+					l := "name=" + c.webhook
 					callSum[c.name] += apiserverMetric(t, callMetric+"_sum", l) - cs
 					callN[c.name] += apiserverMetric(t, callMetric+"_count", l) - cn
 				}
@@ -209,7 +209,7 @@ func TestBurstBench(t *testing.T) {
 }
 
 // benchSeedPatch returns a file holding the JSONPatch sandbox-webhook makes
-// of the burst's pod (sandboxPod) in the namespace webhookNS under the
+// of the burst's pod (testkit.SandboxPod) in the namespace webhookNS under the
 // seed policy (examples/policies/memory, as the instance serves it): the
 // pod as the apiserver sends it for admission is that of a dry-run create
 // in noneNS, which no webhook selects, and the patch is mutate.Patch of
@@ -217,7 +217,7 @@ func TestBurstBench(t *testing.T) {
 func benchSeedPatch(t *testing.T, noneNS, webhookNS string) string {
 	t.Helper()
 	ctx := t.Context()
-	pod, err := suite.cs.CoreV1().Pods(noneNS).Create(ctx, sandboxPod(noneNS, "patch-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	pod, err := suite.cs.CoreV1().Pods(noneNS).Create(ctx, testkit.SandboxPod(noneNS, "patch-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,12 +282,7 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	logFile, err := os.Create(filepath.Join(dir, "floor.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -325,15 +320,19 @@ func benchStartFloor(t *testing.T, release, ns, patchFile string) (string, int) 
 		_ = suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), mwc.Name, metav1.DeleteOptions{})
 	})
 	name := mwc.Webhooks[0].Name
-	label := fmt.Sprintf("name=%q", name)
+	label := "name=" + name
 	i := 0
-	waitFor(t, "the apiserver to call the floor webhook", func() (bool, string) {
+	testkit.WaitFor(t, "the apiserver to call the floor webhook", time.Minute, func() error {
 		i++
-		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, sandboxPod(ns, fmt.Sprintf("probe-%d", i)), metav1.CreateOptions{}); err != nil {
-			return false, err.Error()
+		if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, testkit.SandboxPod(ns, fmt.Sprintf("probe-%d", i), sleeping), metav1.CreateOptions{}); err != nil {
+			return err
 		}
-		n := apiserverMetric(t, "apiserver_admission_webhook_admission_duration_seconds_count", label)
-		return n > 0, fmt.Sprintf("%v calls", n)
+		// No series yet: the apiserver has not called the webhook.
+		n, err := testkit.Metric(apiserverMetrics(t), "apiserver_admission_webhook_admission_duration_seconds_count", label)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%v calls", n)
+		}
+		return err
 	})
 	return name, cmd.Process.Pid
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // burstSize is the seed's scenario: about a hundred sandbox pods at once.
@@ -42,7 +44,7 @@ func burst(ctx context.Context, ns, prefix string, n int) burstResult {
 	)
 	for i := range n {
 		wg.Go(func() {
-			pod := sandboxPod(ns, fmt.Sprintf("%s-%03d", prefix, i))
+			pod := testkit.SandboxPod(ns, fmt.Sprintf("%s-%03d", prefix, i), sleeping)
 			<-start
 			t0 := time.Now()
 			got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -118,7 +120,7 @@ func TestBurst(t *testing.T) {
 		handlerMetric = "sandbox_webhook_admission_duration_seconds"
 		callMetric    = "apiserver_admission_webhook_admission_duration_seconds"
 	)
-	webhookLabel := fmt.Sprintf("name=%q", in.mwc.Webhooks[0].Name)
+	webhookLabel := "name=" + in.mwc.Webhooks[0].Name
 	var (
 		cold                  burstResult
 		with, without         []time.Duration
@@ -130,7 +132,7 @@ func TestBurst(t *testing.T) {
 	for round := range burstRounds {
 		if round > 0 {
 			in.install(t, in.mwc)
-			if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(withNS, "probe"), true); err != nil {
+			if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(withNS, "probe", sleeping), true); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -152,7 +154,7 @@ func TestBurst(t *testing.T) {
 		if err := suite.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, in.mwc.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(withoutNS, "probe"), false); err != nil {
+		if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(withoutNS, "probe", sleeping), false); err != nil {
 			t.Fatal(err)
 		}
 		checkAll("warm-up burst without the webhook", burst(ctx, withoutNS, fmt.Sprintf("r%d-warmup", round), burstSize), false)
@@ -180,15 +182,25 @@ func TestBurst(t *testing.T) {
 	writeReport(t, report)
 }
 
-// apiserverMetric reads a metric (summed over the series matching labels)
-// from the apiserver's /metrics.
-func apiserverMetric(t *testing.T, name string, labels ...string) float64 {
+// apiserverMetrics returns the apiserver's /metrics.
+func apiserverMetrics(t *testing.T) []byte {
 	t.Helper()
 	b, err := suite.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
 	if err != nil {
 		t.Fatalf("reading the apiserver's /metrics: %v", err)
 	}
-	v, _ := metricSum(string(b), name, labels...)
+	return b
+}
+
+// apiserverMetric reads a metric (summed over the series whose labels
+// include labels, each key=value) from the apiserver's /metrics. No such
+// series fails the test (testkit.Metric).
+func apiserverMetric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := testkit.Metric(apiserverMetrics(t), name, labels...)
+	if err != nil {
+		t.Fatalf("the apiserver's /metrics: %v", err)
+	}
 	return v
 }
 
@@ -251,7 +263,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, sandboxPod(ns, fmt.Sprintf("w%d-%04d", w, i)), metav1.CreateOptions{})
+				got, err := suite.cs.CoreV1().Pods(ns).Create(ctx, testkit.SandboxPod(ns, fmt.Sprintf("w%d-%04d", w, i), sleeping), metav1.CreateOptions{})
 				mu.Lock()
 				if err != nil {
 					failed.Add(1)
@@ -265,8 +277,11 @@ func TestCertRotationUnderLoad(t *testing.T) {
 		})
 	}
 	waitCreated := func(n int64) {
-		waitFor(t, fmt.Sprintf("%d creates", n), func() (bool, string) {
-			return created.Load()+failed.Load() >= n, fmt.Sprintf("%d created, %d failed", created.Load(), failed.Load())
+		testkit.WaitFor(t, fmt.Sprintf("%d creates", n), time.Minute, func() error {
+			if created.Load()+failed.Load() < n {
+				return fmt.Errorf("%d created, %d failed", created.Load(), failed.Load())
+			}
+			return nil
 		})
 	}
 	func() {
@@ -276,7 +291,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		atRotation := created.Load() + failed.Load()
-		waitFor(t, "the webhook to serve the new certificate", func() (bool, string) {
+		testkit.WaitFor(t, "the webhook to serve the new certificate", time.Minute, func() error {
 			return servesCert(in.webhook.Address(), next)
 		})
 		atServing := created.Load() + failed.Load()
@@ -287,7 +302,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 		mwc.Webhooks[0].ClientConfig.CABundle = next.CA
 		in.install(t, mwc)
 		atBundle := created.Load() + failed.Load()
-		if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 			t.Error(err)
 		}
 		waitCreated(atBundle + 100)
@@ -313,19 +328,19 @@ func TestCertRotationUnderLoad(t *testing.T) {
 
 // servesCert reports whether a TLS handshake with addr, trusting only g's CA,
 // presents g's certificate.
-func servesCert(addr string, g *harness.CertGeneration) (bool, string) {
+func servesCert(addr string, g *harness.CertGeneration) error {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(g.CA)
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
 	if err != nil {
-		return false, err.Error()
+		return err
 	}
 	defer conn.Close()
 	leaf := conn.ConnectionState().PeerCertificates[0]
 	if !leaf.Equal(g.Leaf) {
-		return false, "serving serial " + leaf.SerialNumber.String()
+		return errors.New("serving serial " + leaf.SerialNumber.String())
 	}
-	return true, ""
+	return nil
 }
 
 // checkBurst fails the test unless every create of the burst succeeded and

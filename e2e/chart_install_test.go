@@ -52,6 +52,7 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/certs"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // The chart's certificate modes (values: certificates.mode).
@@ -182,10 +183,7 @@ func TestChartExistingSecretURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("https://127.0.0.1:%d/mutate-v1-pod", port)
 
 	r := installChart(t, release, map[string]any{
@@ -198,10 +196,10 @@ func TestChartExistingSecretURL(t *testing.T) {
 	d := r.runDeployment(t, port)
 	podNS := release + "-pods"
 	ensureNamespace(t, podNS, map[string]string{instanceLabel: release})
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
-	if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "sandbox")))); len(p) > 0 {
+	if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "sandbox", sleeping)))); len(p) > 0 {
 		t.Errorf("sandbox pod:%s", joinProblems(p))
 	}
 	if p := untouchedProblems(createPod(t, generated(plainPod(podNS, "plain")))); len(p) > 0 {
@@ -233,10 +231,7 @@ func TestChartExistingSecretURL(t *testing.T) {
 // are admitted again.
 func TestChartSelfManaged(t *testing.T) {
 	const release = "chart-selfmanaged-url"
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.FreePort(t)
 	// localhost, not 127.0.0.1: the rotator's certificate has DNS names only
 	// (--cert-extra-dns-name=localhost).
 	url := fmt.Sprintf("https://localhost:%d/mutate-v1-pod", port)
@@ -257,10 +252,10 @@ func TestChartSelfManaged(t *testing.T) {
 
 	podNS := release + "-pods"
 	ensureNamespace(t, podNS, map[string]string{instanceLabel: release})
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
-	if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "sandbox")))); len(p) > 0 {
+	if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "sandbox", sleeping)))); len(p) > 0 {
 		t.Errorf("sandbox pod:%s", joinProblems(p))
 	}
 
@@ -269,7 +264,11 @@ func TestChartSelfManaged(t *testing.T) {
 		// expires within the rotator's renewal window (90 days); it stays valid
 		// for localhost, so every admission must succeed throughout.
 		short := r.tlsSecret(t)
-		ca, err := parseCA(short.Data)
+		parsed, err := testkit.ParseCA(short.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := parsed.Rotator()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +324,7 @@ func TestChartSelfManaged(t *testing.T) {
 			}
 			return nil
 		})
-		if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(podNS, "probe"), true); err != nil {
+		if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(podNS, "probe", sleeping), true); err != nil {
 			t.Fatal(err)
 		}
 		res := loop.stop()
@@ -333,7 +332,7 @@ func TestChartSelfManaged(t *testing.T) {
 		for _, f := range res.failures {
 			t.Logf("  in the window: %s", f)
 		}
-		if p := chartSeedProblems(createPod(t, generated(sandboxPod(podNS, "after-new-ca")))); len(p) > 0 {
+		if p := chartSeedProblems(createPod(t, generated(testkit.SandboxPod(podNS, "after-new-ca", sleeping)))); len(p) > 0 {
 			t.Errorf("sandbox pod after the new CA:%s", joinProblems(p))
 		}
 	})
@@ -923,16 +922,13 @@ type selfManagedState struct {
 func (r *chartRelease) waitSelfManaged(t *testing.T, d *deployment, what string, more func(*selfManagedState) error) *selfManagedState {
 	t.Helper()
 	var s *selfManagedState
-	waitFor(t, what, func() (bool, string) {
+	testkit.WaitFor(t, what, time.Minute, func() error {
 		var err error
 		s, err = r.selfManagedState(t, d)
 		if err == nil && more != nil {
 			err = more(s)
 		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
+		return err
 	})
 	return s
 }
@@ -965,24 +961,6 @@ func (r *chartRelease) selfManagedState(t *testing.T, d *deployment) (*selfManag
 	return s, nil
 }
 
-// parseCA reads the self-managed CA and its key from the Secret's data.
-func parseCA(data map[string][]byte) (*rotator.KeyPairArtifacts, error) {
-	cb, _ := pem.Decode(data[certs.CAFile])
-	kb, _ := pem.Decode(data["ca.key"])
-	if cb == nil || kb == nil {
-		return nil, errors.New("no CA in the Secret")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	key, err := x509.ParsePKCS1PrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return &rotator.KeyPairArtifacts{Cert: cert, Key: key, CertPEM: data[certs.CAFile], KeyPEM: data["ca.key"]}, nil
-}
-
 // admissions are the results of admitWhile.
 type admissions struct {
 	total    int
@@ -1006,7 +984,7 @@ func admitWhile(t *testing.T, ns string) *admitLoop {
 		var res admissions
 		defer func() { l.done <- res }()
 		for {
-			pod := generated(sandboxPod(ns, "rotation"))
+			pod := generated(testkit.SandboxPod(ns, "rotation", sleeping))
 			got, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			res.total++
 			switch {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -211,7 +212,7 @@ func createStream(t *testing.T, ns string, during func()) createTally {
 			case <-time.After(20 * time.Millisecond):
 			}
 			p := streamPhase(phase.Load())
-			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), sandboxPod(ns, fmt.Sprintf("stream-%d", i)),
+			_, err := suite.cs.CoreV1().Pods(ns).Create(context.Background(), testkit.SandboxPod(ns, fmt.Sprintf("stream-%d", i), sleeping),
 				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			// A create still in flight when the phase moved on may have
 			// met either side of the change: it counts as during.

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestClusterCheck runs `kubectl-sandbox_webhook check` against the real apiserver,
@@ -63,7 +65,7 @@ func TestClusterCheck(t *testing.T) {
 	}
 	webhook := in.mwc.Name + "/" + in.mwc.Webhooks[0].Name
 
-	createPod(t, sandboxPod(ns, "mutated"))
+	createPod(t, testkit.SandboxPod(ns, "mutated", sleeping))
 	// Every check below runs as a user with only the read-only RBAC that
 	// docs/install.md documents.
 	kubeconfig = readOnlyKubeconfig(t)
@@ -127,14 +129,14 @@ func TestClusterCheck(t *testing.T) {
 		if err := in.webhook.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		got := createPod(t, sandboxPod(ns, "while-down"))
+		got := createPod(t, testkit.SandboxPod(ns, "while-down", sleeping))
 		if harness.Mutated(got) {
 			t.Fatal("the pod was mutated while the webhook was down")
 		}
 		if err := in.webhook.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+		if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 			t.Fatal(err)
 		}
 		r := check(t, "pod", "while-down", "--policy", in.policies.Dir)
@@ -180,7 +182,7 @@ func TestClusterCheck(t *testing.T) {
 		}}
 		in.install(t, withMC)
 		defer in.install(t, in.mwc)
-		pod := sandboxPod(ns, "skipped")
+		pod := testkit.SandboxPod(ns, "skipped", sleeping)
 		pod.Annotations = map[string]string{"skip": "true"}
 		b, err := yaml.Marshal(pod)
 		if err != nil {
@@ -197,7 +199,7 @@ func TestClusterCheck(t *testing.T) {
 	})
 
 	t.Run("deployment", func(t *testing.T) {
-		pod := sandboxPod(ns, "")
+		pod := testkit.SandboxPod(ns, "", sleeping)
 		d := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "warm-pool", Namespace: ns},
 			Spec: appsv1.DeploymentSpec{
@@ -240,10 +242,10 @@ func TestClusterCheck(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
+		testkit.WaitFor(t, "leak-mitigation on to reach the webhook", time.Minute, func() error {
 			return uvMedium(t, ns, corev1.StorageMediumDefault)
 		})
-		createPod(t, sandboxPod(ns, "disk"))
+		createPod(t, testkit.SandboxPod(ns, "disk", sleeping))
 		expect(t, check(t, "pod", "disk", "--policy", in.policies.Dir, "--status-url", status), 0,
 			"policies: --policy "+in.policies.Dir+" (leak mitigation on)\n",
 			"sandbox-seed: matched (enforce, disk mode",

@@ -19,7 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // referenceSuffix names the twin of each corpus namespace: same labels, but
@@ -74,7 +75,7 @@ func TestCorpus(t *testing.T) {
 		t.Run(set.Name, func(t *testing.T) {
 			policies := map[string][]byte{}
 			for _, p := range set.Policies {
-				files, err := policyFiles(golden.Path(p))
+				files, err := policyFiles(testkit.Path(p))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -136,9 +137,9 @@ func dryRunOne(t *testing.T, args []string, rejected bool) (*corev1.Pod, []strin
 
 func corpusCase(t *testing.T, cs kubernetes.Interface, warned *warnings, c golden.Case) {
 	ctx := t.Context()
-	args := []string{"dry-run", "-f", golden.Path(c.Input), "--namespaces", golden.Path(golden.Namespaces), "-o", "yaml", "--predict"}
+	args := []string{"dry-run", "-f", testkit.Path(c.Input), "--namespaces", testkit.Path(golden.Namespaces), "-o", "yaml", "--predict"}
 	for _, p := range c.Set.Policies {
-		args = append(args, "--policy", golden.Path(p))
+		args = append(args, "--policy", testkit.Path(p))
 	}
 	if c.Set.LeakMitigation != "" {
 		args = append(args, "--leak-mitigation", c.Set.LeakMitigation)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestDryRunCheckPredictsValidation: for pods the apiserver refuses for
@@ -43,7 +43,7 @@ func TestDryRunCheckPredictsValidation(t *testing.T) {
 			if err := os.WriteFile(file, []byte(c.pod), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			r, err := harness.RunCommand(ctx, suite.cli, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", file, "--predict", "-o", "patch")
+			r, err := harness.RunCommand(ctx, suite.cli, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", file, "--predict", "-o", "patch")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // markerPolicy is a second policy, in a plain directory beside the mounted
@@ -70,7 +74,7 @@ func TestTruncatedPolicyKeepsLastGoodSet(t *testing.T) {
 					return
 				default:
 				}
-				pod := sandboxPod(ns, fmt.Sprintf("load-%d-%d", w, i))
+				pod := testkit.SandboxPod(ns, fmt.Sprintf("load-%d-%d", w, i), sleeping)
 				got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				var p string
 				switch {
@@ -98,9 +102,11 @@ func TestTruncatedPolicyKeepsLastGoodSet(t *testing.T) {
 		if err := change(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the webhook to reject "+what, func() (bool, string) {
-			n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
-			return n > before, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+		testkit.WaitFor(t, "the webhook to reject "+what, time.Minute, func() error {
+			if n := in.metric(t, "sandbox_webhook_policy_reload_errors_total"); n <= before {
+				return fmt.Errorf("sandbox_webhook_policy_reload_errors_total %v", n)
+			}
+			return nil
 		})
 		if code, body, err := in.webhook.Readyz(t.Context()); err != nil || code != 200 {
 			t.Errorf("/readyz after %s: %d %q %v; the last good set serves, so it should stay ready", what, code, body, err)
@@ -125,9 +131,11 @@ func TestTruncatedPolicyKeepsLastGoodSet(t *testing.T) {
 	if err := seed.Update(seedFiles); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the restored set to load", func() (bool, string) {
-		s := policyErrors(t, in)
-		return s == "", s
+	testkit.WaitFor(t, "the restored set to load", time.Minute, func() error {
+		if s := policyErrors(t, in); s != "" {
+			return errors.New(s)
+		}
+		return nil
 	})
 	close(stop)
 	wg.Wait()

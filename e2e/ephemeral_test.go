@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestEphemeralContainerHostPath: on a running sandbox pod that got the
@@ -25,7 +27,7 @@ func TestEphemeralContainerHostPath(t *testing.T) {
 	})
 	pods := suite.cs.CoreV1().Pods(ns)
 
-	stored := createPod(t, sandboxPod(ns, "debugged"))
+	stored := createPod(t, testkit.SandboxPod(ns, "debugged", sleeping))
 	if v := volumeByName(stored, assetVolume); v == nil || v.HostPath == nil || v.HostPath.Path != assetHostPath {
 		t.Fatalf("stored pod %s has no host path volume %s at %s: %+v", fmtPod(stored), assetVolume, assetHostPath, stored.Spec.Volumes)
 	}
@@ -128,7 +130,7 @@ func TestEphemeralContainerHostPathWithoutLabel(t *testing.T) {
 	})
 	pods := suite.cs.CoreV1().Pods(ns)
 
-	created := createPod(t, sandboxPod(ns, "relabelled"))
+	created := createPod(t, testkit.SandboxPod(ns, "relabelled", sleeping))
 	if v := volumeByName(created, assetVolume); v == nil || v.HostPath == nil {
 		t.Fatalf("stored pod %s has no host path volume %s: %+v", fmtPod(created), assetVolume, created.Spec.Volumes)
 	}

@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // chartMemoryLimit is the chart's resources.limits.memory (256Mi): above it
@@ -82,7 +84,7 @@ func TestMemoryExhaustionHeld(t *testing.T) {
 	// attack is held.
 	started.Wait()
 	for i := range 20 {
-		pod := createPod(t, sandboxPod(ns, fmt.Sprintf("under-attack-%d", i)))
+		pod := createPod(t, testkit.SandboxPod(ns, fmt.Sprintf("under-attack-%d", i), sleeping))
 		if p := seedProblems(pod, corev1.StorageMediumMemory); len(p) > 0 {
 			t.Errorf("pod %d admitted under attack:%s", i, joinProblems(p))
 		}
@@ -99,11 +101,7 @@ func TestMemoryExhaustionHeld(t *testing.T) {
 	// refusals are waited for (while the attack goes on).
 	refused := false
 	for deadline := time.Now().Add(30 * time.Second); !refused && time.Now().Before(deadline); {
-		metrics, err := in.webhook.Metrics(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if refused = hasPositiveSample(metrics, "sandbox_webhook_busy_refusals_total"); !refused {
+		if refused = in.metric(t, "sandbox_webhook_busy_refusals_total") > 0; !refused {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
@@ -177,19 +175,6 @@ func hold(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_, _ = io.Copy(io.Discard, c)
-}
-
-// hasPositiveSample reports whether the Prometheus text exposition has a
-// sample of the unlabelled metric name above 0.
-func hasPositiveSample(exposition, name string) bool {
-	for line := range strings.Lines(exposition) {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			return err == nil && v > 0
-		}
-	}
-	return false
 }
 
 type procMem struct{ rss, hwm int64 }

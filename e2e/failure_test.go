@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // Case 7: with the webhook process stopped and webhook.guard off,
@@ -39,7 +40,7 @@ func webhookDown(t *testing.T, in *instance, ns string, want ...string) {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
 
-	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "while-down"), metav1.CreateOptions{})
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "while-down", sleeping), metav1.CreateOptions{})
 	if err == nil {
 		t.Fatal("a sandbox pod was created while the webhook was down")
 	}
@@ -57,10 +58,10 @@ func webhookDown(t *testing.T, in *instance, ns string, want ...string) {
 	if err := in.webhook.Start(t.Context()); err != nil {
 		t.Fatalf("restarting the webhook: %v", err)
 	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
-	got = createPod(t, sandboxPod(ns, "after-restart"))
+	got = createPod(t, testkit.SandboxPod(ns, "after-restart", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after the restart:%s", joinProblems(p))
 	}

@@ -10,6 +10,7 @@ go 1.26.0
 
 require (
 	github.com/sandbox-webhook/sandbox-webhook v0.0.0
+	github.com/sandbox-webhook/sandbox-webhook/charts v0.0.0
 	github.com/sandbox-webhook/sandbox-webhook/hack/image v0.0.0
 )
 
@@ -81,7 +82,6 @@ require (
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gosuri/uitable v0.0.4 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/ianlancetaylor/demangle v0.0.0-20240805132620-81f5be970eca // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
@@ -124,7 +124,6 @@ require (
 	github.com/tetratelabs/wazero v1.12.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc v1.43.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
@@ -159,5 +158,6 @@ require (
 
 replace (
 	github.com/sandbox-webhook/sandbox-webhook => ../
+	github.com/sandbox-webhook/sandbox-webhook/charts => ../charts
 	github.com/sandbox-webhook/sandbox-webhook/hack/image => ../hack/image
 )

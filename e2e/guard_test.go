@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -35,7 +38,7 @@ func TestGuard(t *testing.T) {
 	}
 
 	before := in.metric(t, "sandbox_webhook_admission_requests_total")
-	got := createPod(t, sandboxPod(ns, "answered"))
+	got := createPod(t, testkit.SandboxPod(ns, "answered", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("with the webhook up:%s", joinProblems(p))
 	}
@@ -43,9 +46,9 @@ func TestGuard(t *testing.T) {
 		t.Errorf("one sandbox pod made %v admission requests, want 1 (the retry entry is called only when the first did not answer)", calls)
 	}
 
-	optedOut := sandboxPod(ns, "opted-out")
+	optedOut := testkit.SandboxPod(ns, "opted-out", sleeping)
 	optedOut.Labels["sandbox-webhook.io/skip"] = "true"
-	windows := sandboxPod(ns, "windows")
+	windows := testkit.SandboxPod(ns, "windows", sleeping)
 	windows.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
 	for _, pod := range []*corev1.Pod{optedOut, windows} {
 		got = createPod(t, pod)
@@ -61,20 +64,29 @@ func TestGuard(t *testing.T) {
 	// The first entry meets a path the server does not serve (404: a failed
 	// call, ignored); the second answers. The apiserver counts the first
 	// entry's fail-open.
+	// The counter's series appears with the entry's first fail-open.
 	failOpen := func() float64 {
-		return apiserverMetric(t, "apiserver_admission_webhook_fail_open_count", `name="pods.sandbox-webhook.io"`)
+		n, err := testkit.Metric(apiserverMetrics(t), "apiserver_admission_webhook_fail_open_count", "name=pods.sandbox-webhook.io")
+		if errors.Is(err, testkit.ErrNoSeries) {
+			return 0
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 	broken := in.mwc.DeepCopy()
 	broken.Webhooks[0].ClientConfig.URL = new(strings.Replace(*broken.Webhooks[0].ClientConfig.URL, "/mutate-v1-pod", "/nowhere", 1))
 	in.install(t, broken)
 	opened := failOpen()
-	waitFor(t, "the apiserver to call the changed first entry", func() (bool, string) {
-		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		now := failOpen()
-		return err == nil && now > opened, fmt.Sprintf("fail-opens %v, create %v", now, err)
+	testkit.WaitFor(t, "the apiserver to call the changed first entry", time.Minute, func() error {
+		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "dry", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if now := failOpen(); err != nil || now <= opened {
+			return fmt.Errorf("fail-opens %v, create %v", now, err)
+		}
+		return nil
 	})
 	opened = failOpen()
-	got = createPod(t, sandboxPod(ns, "retried"))
+	got = createPod(t, testkit.SandboxPod(ns, "retried", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("answered by the second entry:%s", joinProblems(p))
 	}
@@ -104,7 +116,7 @@ func breakGlass(t *testing.T, in *instance, ns string) {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "down"), dry); err == nil {
+	if _, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "down", sleeping), dry); err == nil {
 		t.Fatal("a sandbox pod was admitted with the webhook down and its configuration in place")
 	}
 	s := createStream(t, ns, func() {
@@ -126,7 +138,7 @@ func breakGlass(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Start(t.Context()); err != nil {
 		t.Fatalf("restarting the webhook: %v", err)
 	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,7 +154,7 @@ func forgedWhileDown(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Stop(); err != nil {
 		t.Fatalf("stopping the webhook: %v", err)
 	}
-	pod := sandboxPod(ns, "forged-while-down")
+	pod := testkit.SandboxPod(ns, "forged-while-down", sleeping)
 	pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[]}`}
 	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if minor := version.MustParseGeneric(suite.version).Minor(); minor >= 36 {
@@ -155,7 +167,7 @@ func forgedWhileDown(t *testing.T, in *instance, ns string) {
 	if err := in.webhook.Start(t.Context()); err != nil {
 		t.Fatalf("restarting the webhook: %v", err)
 	}
-	if err := harness.WaitMutating(t.Context(), suite.cs, sandboxPod(ns, "probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), suite.cs, testkit.SandboxPod(ns, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
 	// With a replica answering, the same pod is mutated.

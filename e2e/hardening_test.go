@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // attackDialer dials from the address of attacker n: 127.0.0.2 onwards, an
@@ -226,9 +227,11 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "the attacks to get going", func() (bool, string) {
-		return sent.Load() >= int64(len(reviews)) && idle.Load() >= 1000 && heads.Load() >= 32 && silent.Load() >= 4*(2*probeConnsPerSource+100),
-			fmt.Sprintf("%d reviews answered, %d idle connections held, %d header lines sent", sent.Load(), idle.Load(), heads.Load())
+	testkit.WaitFor(t, "the attacks to get going", time.Minute, func() error {
+		if sent.Load() < int64(len(reviews)) || idle.Load() < 1000 || heads.Load() < 32 || silent.Load() < 4*(2*probeConnsPerSource+100) {
+			return fmt.Errorf("%d reviews answered, %d idle connections held, %d header lines sent", sent.Load(), idle.Load(), heads.Load())
+		}
+		return nil
 	})
 	admitted := 0
 	for round := range 3 {
@@ -254,15 +257,17 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 	// scrape or probe would be).
 	var metrics string
 	var scrapeTries int
-	waitFor(t, "a scrape and a readiness probe under the attacks", func() (bool, string) {
+	testkit.WaitFor(t, "a scrape and a readiness probe under the attacks", time.Minute, func() error {
 		scrapeTries++
 		m, err := in.webhook.Metrics(t.Context())
 		if err != nil {
-			return false, fmt.Sprintf("scrape: %v", err)
+			return fmt.Errorf("scrape: %v", err)
 		}
 		metrics = m
-		code, _, err := in.webhook.Readyz(t.Context())
-		return err == nil && code == http.StatusOK, fmt.Sprintf("readyz: %d %v", code, err)
+		if code, _, err := in.webhook.Readyz(t.Context()); err != nil || code != http.StatusOK {
+			return fmt.Errorf("readyz: %d %v", code, err)
+		}
+		return nil
 	})
 	// Without the rule they got through only in a gap of the attack, after
 	// 29 tries (100 ms apart) in one run.
@@ -293,9 +298,12 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 			t.Errorf("%s was never answered", r.name)
 		}
 	}
-	for _, series := range []string{`sandbox_webhook_connections_refused_total{server="webhook"}`, `sandbox_webhook_connections_refused_total{server="metrics"}`,
-		`sandbox_webhook_connections_refused_total{server="health"}`} {
-		t.Logf("%s %v", series, sampleValue(metrics, series))
+	for _, server := range []string{"webhook", "metrics", "health"} {
+		v, err := testkit.Metric([]byte(metrics), "sandbox_webhook_connections_refused_total", "server="+server)
+		if err != nil {
+			t.Errorf("the scrape under the attacks: %v", err)
+		}
+		t.Logf("sandbox_webhook_connections_refused_total{server=%q} %v", server, v)
 	}
 	t.Logf("%d corpus pods admitted under %d reviews, %d header lines, %d idle connections held; VmRSS %d MiB, peak VmHWM %d MiB (%d MiB below the chart's limit)",
 		admitted, sent.Load(), heads.Load(), idle.Load(), after.rss>>20, after.hwm>>20, (chartMemoryLimit-after.hwm)>>20)
@@ -386,18 +394,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// sampleValue is the value of one series in a Prometheus text exposition,
-// or -1 when it is not there.
-func sampleValue(exposition, series string) float64 {
-	for line := range strings.Lines(exposition) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }

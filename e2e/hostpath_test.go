@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -53,7 +54,7 @@ func TestHostPathNotChosenByPod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "hostile-" + strings.ToLower(strings.NewReplacer(" ", "-", "'", "").Replace(tc.name))
-			pod := sandboxPod(ns, name)
+			pod := testkit.SandboxPod(ns, name, sleeping)
 			if tc.forgeState {
 				pod.Annotations = map[string]string{mutate.StatusAnnotation: forged}
 			}
@@ -86,7 +87,7 @@ func TestHostPathNotChosenByPod(t *testing.T) {
 	// The same volume name, declared by the pod with its own source, is the
 	// pod's own: stored, with no host path at all.
 	t.Run("the pod's own volume of that name", func(t *testing.T) {
-		pod := sandboxPod(ns, "own-volume")
+		pod := testkit.SandboxPod(ns, "own-volume", sleeping)
 		pod.Spec.Volumes = []corev1.Volume{{Name: assetVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: assetVolume, MountPath: "/data"}}
 		stored := createPod(t, pod)
@@ -99,7 +100,7 @@ func TestHostPathNotChosenByPod(t *testing.T) {
 
 	// A plain sandbox pod still gets the asset, read-only at its path.
 	t.Run("a plain sandbox pod", func(t *testing.T) {
-		stored := createPod(t, sandboxPod(ns, "plain"))
+		stored := createPod(t, testkit.SandboxPod(ns, "plain", sleeping))
 		mounts := 0
 		for _, c := range stored.Spec.Containers {
 			for _, m := range c.VolumeMounts {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 const (
@@ -179,7 +179,7 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 	if o.noProbe {
 		return in
 	}
-	if err := harness.WaitMutating(ctx, suite.cs, sandboxPod(in.probeNamespace, "probe"), true); err != nil {
+	if err := harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(in.probeNamespace, "probe", sleeping), true); err != nil {
 		t.Fatal(err)
 	}
 	return in
@@ -258,26 +258,15 @@ func dumpLog(t *testing.T, path string) {
 	t.Logf("webhook log (%s), last %d lines:\n%s", path, len(lines), strings.Join(lines, "\n"))
 }
 
-// sandboxPod is the smallest sandbox pod: the app=sandbox label and one
-// container without resources.
-func sandboxPod(ns, name string) *corev1.Pod {
-	pod := plainPod(ns, name)
-	pod.Labels = map[string]string{"app": "sandbox"}
-	return pod
-}
+// sleeping is the e2e suite's container: a Python image that sleeps, as
+// a sandbox's would. The pods never run (the suite has no kubelet).
+var sleeping = testkit.Image("python:3.12-slim", "sleep", "infinity")
 
 // plainPod is a pod that is not a sandbox.
 func plainPod(ns, name string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name:    "main",
-				Image:   "python:3.12-slim",
-				Command: []string{"sleep", "infinity"},
-			}},
-		},
-	}
+	pod := testkit.SandboxPod(ns, name, sleeping)
+	pod.Labels = nil
+	return pod
 }
 
 // createPod creates pod and returns it as stored.
@@ -299,22 +288,3 @@ func podName(pod *corev1.Pod) string {
 
 // fmtPod names a pod for messages.
 func fmtPod(pod *corev1.Pod) string { return fmt.Sprintf("%s/%s", pod.Namespace, podName(pod)) }
-
-// waitFor polls cond until it holds, and fails the test when it has not
-// within a minute; cond returns what it saw for the failure message. It is
-// for state that changes asynchronously (configuration and file reloads),
-// never for asserting how fast anything is.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: gave up after a minute; last: %s", what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

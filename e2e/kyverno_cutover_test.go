@@ -4,8 +4,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // The cutover of docs/migrate-from-kyverno.md, walked with the real Kyverno
@@ -89,8 +90,15 @@ func TestKyvernoCutover(t *testing.T) {
 			// shadow policy finds everything present; called first, it
 			// counts what Kyverno has yet to do, and finds it present
 			// when the API server calls it again after Kyverno's patch.
-			apply := in.metric(t, "sandbox_webhook_shadow_decisions_total", `decision="apply"`)
-			present := in.metric(t, "sandbox_webhook_shadow_decisions_total", `decision="present"`)
+			// A decision's series appears once counted: called after
+			// Kyverno, the shadow policy has none to apply.
+			apply, err := testkit.Metric(in.metrics(t), "sandbox_webhook_shadow_decisions_total", "decision=apply")
+			if errors.Is(err, testkit.ErrNoSeries) {
+				apply = 0
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			present := in.metric(t, "sandbox_webhook_shadow_decisions_total", "decision=present")
 			t.Logf("shadow decisions: %v apply, %v present", apply, present)
 			if present == 0 {
 				t.Errorf("the shadow policy found nothing Kyverno injected present")
@@ -202,12 +210,7 @@ func newKyvernoEnv(t *testing.T) *kyvernoEnv {
 func (kv *kyvernoEnv) start(t *testing.T) {
 	t.Helper()
 	kv.starts++
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testkit.FreePort(t)
 	kv.logPath = filepath.Join(kv.dir, fmt.Sprintf("kyverno-%d.log", kv.starts))
 	logFile := createLog(t, kv.logPath)
 	kv.cmd = exec.Command(kv.binary,
@@ -313,20 +316,22 @@ func (kv *kyvernoEnv) applyPolicy(t *testing.T) {
 	if err := yaml.Unmarshal(kv.policy, &obj.Object); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "Kyverno to accept the notes' policy", func() (bool, string) {
+	testkit.WaitFor(t, "Kyverno to accept the notes' policy", time.Minute, func() error {
 		_, err := kv.dyn.Resource(clusterPolicies).Create(ctx, &obj, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			return true, ""
+			return nil
 		}
-		return false, err.Error()
+		return err
 	})
-	waitFor(t, "Kyverno to mutate sandbox pods", func() (bool, string) {
-		got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(ctx, sandboxPod(cutoverNamespace, "kyverno-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	testkit.WaitFor(t, "Kyverno to mutate sandbox pods", time.Minute, func() error {
+		got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(ctx, testkit.SandboxPod(cutoverNamespace, "kyverno-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		p := notesProblems(got)
-		return len(p) == 0, strings.Join(p, "; ")
+		if p := notesProblems(got); len(p) > 0 {
+			return errors.New(strings.Join(p, "; "))
+		}
+		return nil
 	})
 }
 
@@ -348,13 +353,15 @@ func (kv *kyvernoEnv) installWebhook(t *testing.T, name, enforcement string) *in
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: cutoverNamespace}}},
 		noProbe:    true,
 	})
-	waitFor(t, "the API server to send the webhook sandbox pods", func() (bool, string) {
-		_, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(t.Context(), sandboxPod(cutoverNamespace, "webhook-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	testkit.WaitFor(t, "the API server to send the webhook sandbox pods", time.Minute, func() error {
+		_, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(t.Context(), testkit.SandboxPod(cutoverNamespace, "webhook-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		n := in.metric(t, "sandbox_webhook_admission_requests_total")
-		return n > 0, fmt.Sprintf("%v reviews", n)
+		if n := in.metric(t, "sandbox_webhook_admission_requests_total"); n == 0 {
+			return fmt.Errorf("%v reviews", n)
+		}
+		return nil
 	})
 	return in
 }
@@ -367,9 +374,11 @@ func (kv *kyvernoEnv) setEnforcement(t *testing.T, in *instance, enforcement str
 	if err := in.policies.Update(map[string][]byte{"sandbox-uv-cache.yaml": kv.withEnforcement(t, enforcement)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook to load the policy in "+enforcement, func() (bool, string) {
-		n := in.metric(t, "sandbox_webhook_policy_reloads_total")
-		return n > reloads, fmt.Sprintf("%v reloads", n)
+	testkit.WaitFor(t, "the webhook to load the policy in "+enforcement, time.Minute, func() error {
+		if n := in.metric(t, "sandbox_webhook_policy_reloads_total"); n <= reloads {
+			return fmt.Errorf("%v reloads", n)
+		}
+		return nil
 	})
 }
 
@@ -522,7 +531,7 @@ func startStream(t *testing.T) *stream {
 				c := created{name: name}
 				cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 				defer ccancel()
-				got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(cctx, sandboxPod(cutoverNamespace, name), metav1.CreateOptions{})
+				got, err := suite.cs.CoreV1().Pods(cutoverNamespace).Create(cctx, testkit.SandboxPod(cutoverNamespace, name, sleeping), metav1.CreateOptions{})
 				if err != nil {
 					c.err = err
 				} else {
@@ -566,11 +575,13 @@ func (s *stream) step(t *testing.T, name string, do func()) {
 		do()
 	}
 	enter(name)
-	waitFor(t, fmt.Sprintf("%d creates in step %q", createsPerStep, name), func() (bool, string) {
+	testkit.WaitFor(t, fmt.Sprintf("%d creates in step %q", createsPerStep, name), time.Minute, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		n := len(s.results[name])
-		return n >= createsPerStep, fmt.Sprintf("%d creates", n)
+		if n := len(s.results[name]); n < createsPerStep {
+			return fmt.Errorf("%d creates", n)
+		}
+		return nil
 	})
 	t.Logf("step %q: %s", name, time.Since(start).Round(time.Millisecond))
 }

@@ -16,7 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // TestBurstMAP: the burst of 100 concurrent sandbox pod creates, in one run,
@@ -42,7 +43,7 @@ func TestBurstMAP(t *testing.T) {
 	if len(gaps) > 0 {
 		t.Fatalf("gaps: %v", gaps)
 	}
-	installMAP(t, exported, scope, sandboxPod(mapNS, "probe"))
+	installMAP(t, exported, scope, testkit.SandboxPod(mapNS, "probe", sleeping))
 	ctx := t.Context()
 
 	type run struct {
@@ -56,7 +57,7 @@ func TestBurstMAP(t *testing.T) {
 	runs := []*run{{name: "neither", ns: noneNS}, {name: "with-webhook", ns: webhookNS}, {name: "with-map", ns: mapNS}}
 	for _, r := range runs {
 		for i := range 10 {
-			createPod(t, sandboxPod(r.ns, fmt.Sprintf("warmup-%d", i)))
+			createPod(t, testkit.SandboxPod(r.ns, fmt.Sprintf("warmup-%d", i), sleeping))
 		}
 	}
 	// Where the time goes, as the apiserver measures it: its time in the
@@ -107,7 +108,7 @@ func TestBurstMAP(t *testing.T) {
 		before := pluginTime()
 		start := time.Now()
 		for i := range sequential {
-			createPod(t, sandboxPod(r.ns, fmt.Sprintf("one-%02d", i)))
+			createPod(t, testkit.SandboxPod(r.ns, fmt.Sprintf("one-%02d", i), sleeping))
 		}
 		s := seq{mean: time.Since(start) / sequential, plugin: map[string]float64{}}
 		after := pluginTime()

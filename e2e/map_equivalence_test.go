@@ -14,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -167,7 +168,7 @@ func TestMAPEquivalence(t *testing.T) {
 			}
 			policies := map[string][]byte{}
 			for _, p := range set.Policies {
-				files, err := policyFiles(golden.Path(p))
+				files, err := policyFiles(testkit.Path(p))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -178,7 +179,7 @@ func TestMAPEquivalence(t *testing.T) {
 				leakMitigation: set.LeakMitigation,
 				namespaces:     whNamespaces,
 			})
-			installMAP(t, exported, scope, sandboxPod(twin("sandboxes", "map"), "probe"))
+			installMAP(t, exported, scope, testkit.SandboxPod(twin("sandboxes", "map"), "probe", sleeping))
 			t.Cleanup(func() {
 				for _, ns := range names {
 					for _, side := range []string{"wh", "map", "both"} {

@@ -18,8 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // staticAdmissionConfig loads MutatingAdmissionPolicies and their bindings
@@ -58,7 +59,7 @@ func TestMAPStaticManifests(t *testing.T) {
 	// tells an operator to write it.
 	args := []string{"export-map", "--static"}
 	for _, p := range set.Policies {
-		args = append(args, "--policy", golden.Path(p))
+		args = append(args, "--policy", testkit.Path(p))
 	}
 	out, err := harness.Run(t.Context(), suite.cli, args...)
 	if err != nil {
@@ -107,7 +108,7 @@ func TestMAPStaticManifests(t *testing.T) {
 	}
 	policies := map[string][]byte{}
 	for _, p := range set.Policies {
-		files, err := policyFiles(golden.Path(p))
+		files, err := policyFiles(testkit.Path(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestMAPStaticManifests(t *testing.T) {
 			}
 		}
 	})
-	if err := harness.WaitMutating(t.Context(), cs, sandboxPod("sandboxes", "static-probe"), true); err != nil {
+	if err := harness.WaitMutating(t.Context(), cs, testkit.SandboxPod("sandboxes", "static-probe", sleeping), true); err != nil {
 		t.Fatalf("%v\n%s", err, tail(cpLog.Name()))
 	}
 

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // seriesList is the list of the metric names the chart's PrometheusRule and
@@ -130,22 +132,6 @@ func renderedQueries(t *testing.T) []string {
 	return exprs
 }
 
-// exposedNames returns the sample names of a Prometheus text exposition: the
-// series a scrape stores, not the # HELP and # TYPE lines.
-func exposedNames(text string) map[string]bool {
-	names := map[string]bool{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, _, _ := strings.Cut(line, " ")
-		name, _, _ = strings.Cut(name, "{")
-		names[name] = true
-	}
-	return names
-}
-
 // TestMonitoringSeries checks that every series the chart's PrometheusRule and
 // Grafana dashboard query is one a real serve exports: it renders the chart
 // with both on, takes the metric names out of every query, and looks for each
@@ -179,16 +165,18 @@ func TestMonitoringSeries(t *testing.T) {
 	if err := in.policies.Update(map[string][]byte{"broken.yaml": []byte("apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: broken}\nspec: {mode: nonsense}\n")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook to reject the broken policy", func() (bool, string) {
-		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
-		return n > before, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+	testkit.WaitFor(t, "the webhook to reject the broken policy", time.Minute, func() error {
+		if n := in.metric(t, "sandbox_webhook_policy_reload_errors_total"); n <= before {
+			return fmt.Errorf("sandbox_webhook_policy_reload_errors_total %v", n)
+		}
+		return nil
 	})
 
-	text, err := in.webhook.Metrics(t.Context())
+	// The series a scrape stores, not the # HELP and # TYPE lines.
+	exposed, err := testkit.SampleNames(in.metrics(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	exposed := exposedNames(text)
 	for _, n := range names {
 		if slices.Contains(externalSeries, n) {
 			if exposed[n] {

@@ -15,7 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -76,7 +77,7 @@ func TestPodSecurity(t *testing.T) {
 	}
 
 	t.Run("baseline: the asset comes from its image", func(t *testing.T) {
-		got, err := cs.CoreV1().Pods("podsecurity-baseline").Create(t.Context(), sandboxPod("podsecurity-baseline", "image-asset"), metav1.CreateOptions{})
+		got, err := cs.CoreV1().Pods("podsecurity-baseline").Create(t.Context(), testkit.SandboxPod("podsecurity-baseline", "image-asset", sleeping), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("the apiserver rejected the pod: %v", err)
 		}
@@ -145,7 +146,7 @@ func TestPodSecurity(t *testing.T) {
 		// the apiserver dropped that mount with the injected image volume.
 		const twin = "podsecurity-baseline" + referenceSuffix
 		ensureNamespace(t, twin, map[string]string{enforceLabel: "baseline"})
-		pod := sandboxPod("podsecurity-baseline", "mounts-asset")
+		pod := testkit.SandboxPod("podsecurity-baseline", "mounts-asset", sleeping)
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
 			corev1.VolumeMount{Name: "rebench-v2", MountPath: assetMountPath, ReadOnly: true})
 		before := mutate.Pod(pod.DeepCopy(), mutate.Namespace{Name: pod.Namespace, Labels: map[string]string{enforceLabel: "baseline"}},
@@ -170,7 +171,7 @@ func TestPodSecurity(t *testing.T) {
 	})
 
 	t.Run("baseline: a hostPath-only asset is rejected with our warning", func(t *testing.T) {
-		pod := sandboxPod("podsecurity-baseline", "hostpath-asset")
+		pod := testkit.SandboxPod("podsecurity-baseline", "hostpath-asset", sleeping)
 		pod.Labels["assets"] = "hostpath-only"
 		_, err := cs.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
 		if err == nil {
@@ -190,7 +191,7 @@ func TestPodSecurity(t *testing.T) {
 	})
 
 	t.Run("privileged: the asset is the hostPath", func(t *testing.T) {
-		got, err := cs.CoreV1().Pods("podsecurity-privileged").Create(t.Context(), sandboxPod("podsecurity-privileged", "hostpath-asset"), metav1.CreateOptions{})
+		got, err := cs.CoreV1().Pods("podsecurity-privileged").Create(t.Context(), testkit.SandboxPod("podsecurity-privileged", "hostpath-asset", sleeping), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("the apiserver rejected the pod: %v", err)
 		}

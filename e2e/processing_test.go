@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // tinyContainersReview is an AdmissionReview of a pod CREATE whose pod has
@@ -125,8 +126,11 @@ func holdLoad(t *testing.T, in *instance, ns string, body []byte, clients int) m
 
 	// Wait for the first answers, then admit corpus pods while the
 	// clients keep sending.
-	waitFor(t, "the first answers", func() (bool, string) {
-		return sent.Load() >= int64(clients), fmt.Sprintf("%d answered", sent.Load())
+	testkit.WaitFor(t, "the first answers", time.Minute, func() error {
+		if sent.Load() < int64(clients) {
+			return fmt.Errorf("%d answered", sent.Load())
+		}
+		return nil
 	})
 	admitted := 0
 	for round := range 3 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // lateContainer is what the second webhook adds.
@@ -94,7 +96,7 @@ func TestReinvocation(t *testing.T) {
 	injector.sawMutated = nil
 	injector.mu.Unlock()
 
-	pod := sandboxPod("reinvocation", "sandbox")
+	pod := testkit.SandboxPod("reinvocation", "sandbox", sleeping)
 	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox:1.37", Command: []string{"true"}}}
 	got := createPod(t, pod)
 
@@ -125,7 +127,7 @@ func TestReinvocationWritableAsset(t *testing.T) {
 	})
 	startInjector(t, in, &sidecarInjector{mounts: []corev1.VolumeMount{{Name: assetVolume, MountPath: "/data"}}})
 
-	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "sandbox"), metav1.CreateOptions{})
+	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "sandbox", sleeping), metav1.CreateOptions{})
 	if err == nil {
 		t.Fatalf("the apiserver created a pod whose container %s mounts host path volume %s writable", lateContainer, assetVolume)
 	}
@@ -190,11 +192,14 @@ func startInjector(t *testing.T, in *instance, injector *sidecarInjector) {
 	})
 	// Wait until the apiserver calls the injector too (the probe may be
 	// refused for what the injector adds).
-	waitFor(t, "the apiserver to call the second webhook", func() (bool, string) {
-		_, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), sandboxPod(in.probeNamespace, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	testkit.WaitFor(t, "the apiserver to call the second webhook", time.Minute, func() error {
+		_, err := suite.cs.CoreV1().Pods(in.probeNamespace).Create(t.Context(), testkit.SandboxPod(in.probeNamespace, "probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		injector.mu.Lock()
 		defer injector.mu.Unlock()
-		return len(injector.sawMutated) > 0, fmt.Sprintf("not called; the probe: %v", err)
+		if len(injector.sawMutated) == 0 {
+			return fmt.Errorf("not called; the probe: %v", err)
+		}
+		return nil
 	})
 }
 

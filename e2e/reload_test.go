@@ -2,30 +2,36 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // uvMedium returns the medium of the uv cache in a dry-run create of a
 // sandbox pod in ns, the way the apiserver would store it right now.
 // It reports whether the medium is want, and what it saw.
-func uvMedium(t *testing.T, ns string, want corev1.StorageMedium) (bool, string) {
-	got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), sandboxPod(ns, "mode-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+func uvMedium(t *testing.T, ns string, want corev1.StorageMedium) error {
+	got, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "mode-probe", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		return false, err.Error()
+		return err
 	}
 	v := volumeAt(got, got.Spec.Containers[0], uvMountPath)
 	if v == nil || v.EmptyDir == nil {
-		return false, "no uv cache emptyDir"
+		return errors.New("no uv cache emptyDir")
 	}
-	return v.EmptyDir.Medium == want, fmt.Sprintf("medium %q", v.EmptyDir.Medium)
+	if v.EmptyDir.Medium != want {
+		return fmt.Errorf("medium %q", v.EmptyDir.Medium)
+	}
+	return nil
 }
 
 // Case 6: leak-mitigation flips without a restart by rewriting the mounted
@@ -39,7 +45,7 @@ func TestModeSwitch(t *testing.T) {
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 	})
 
-	got := createPod(t, sandboxPod(ns, "before"))
+	got := createPod(t, testkit.SandboxPod(ns, "before", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Fatalf("before the switch:%s", joinProblems(p))
 	}
@@ -47,10 +53,10 @@ func TestModeSwitch(t *testing.T) {
 	if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("on\n")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "leak-mitigation on to reach the webhook", func() (bool, string) {
+	testkit.WaitFor(t, "leak-mitigation on to reach the webhook", time.Minute, func() error {
 		return uvMedium(t, ns, corev1.StorageMediumDefault)
 	})
-	pod := sandboxPod(ns, "after-on")
+	pod := testkit.SandboxPod(ns, "after-on", sleeping)
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
@@ -70,7 +76,7 @@ func TestModeSwitch(t *testing.T) {
 	if err := in.config.Update(map[string][]byte{leakMitigationKey: []byte("policy\n")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "leak-mitigation policy to reach the webhook", func() (bool, string) {
+	testkit.WaitFor(t, "leak-mitigation policy to reach the webhook", time.Minute, func() error {
 		return uvMedium(t, ns, corev1.StorageMediumMemory)
 	})
 
@@ -93,11 +99,13 @@ spec:
 `)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook to report the invalid policy", func() (bool, string) {
-		n := in.metric(t, "sandbox_webhook_policy_reload_errors_total")
-		return n > errorsBefore, fmt.Sprintf("sandbox_webhook_policy_reload_errors_total %v", n)
+	testkit.WaitFor(t, "the webhook to report the invalid policy", time.Minute, func() error {
+		if n := in.metric(t, "sandbox_webhook_policy_reload_errors_total"); n <= errorsBefore {
+			return fmt.Errorf("sandbox_webhook_policy_reload_errors_total %v", n)
+		}
+		return nil
 	})
-	got = createPod(t, sandboxPod(ns, "after-invalid"))
+	got = createPod(t, testkit.SandboxPod(ns, "after-invalid", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after an invalid policy update the last good set should serve:%s", joinProblems(p))
 	}
@@ -134,10 +142,10 @@ spec:
 	if err := in.policies.Update(disk); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the disk-mode policy to reach the webhook", func() (bool, string) {
+	testkit.WaitFor(t, "the disk-mode policy to reach the webhook", time.Minute, func() error {
 		return uvMedium(t, ns, corev1.StorageMediumDefault)
 	})
-	got = createPod(t, sandboxPod(ns, "after-disk-policy"))
+	got = createPod(t, testkit.SandboxPod(ns, "after-disk-policy", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumDefault); len(p) > 0 {
 		t.Errorf("after the disk-mode policy:%s", joinProblems(p))
 	}

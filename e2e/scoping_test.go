@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // Case 3: non-sandbox pods, kube-system and the webhook's own namespace are
@@ -25,7 +26,7 @@ func TestScoping(t *testing.T) {
 	t.Cleanup(func() { removeNamespaceLabel(t, "kube-system", instanceLabel) })
 
 	t.Run("sandbox pod is mutated", func(t *testing.T) {
-		got := createPod(t, sandboxPod("scoping", "sandbox"))
+		got := createPod(t, testkit.SandboxPod("scoping", "sandbox", sleeping))
 		if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 			t.Errorf("stored sandbox pod %s:%s", fmtPod(got), joinProblems(p))
 		}
@@ -36,8 +37,8 @@ func TestScoping(t *testing.T) {
 	}{
 		{"pod without the sandbox label", plainPod("scoping", "plain")},
 		{"pod labelled app=sandbox-router", withLabels(plainPod("scoping", "router"), map[string]string{"app": "sandbox-router"})},
-		{"sandbox pod in kube-system", sandboxPod("kube-system", "sandbox")},
-		{"sandbox pod in the webhook's own namespace", sandboxPod(in.ownNamespace, "sandbox")},
+		{"sandbox pod in kube-system", testkit.SandboxPod("kube-system", "sandbox", sleeping)},
+		{"sandbox pod in the webhook's own namespace", testkit.SandboxPod(in.ownNamespace, "sandbox", sleeping)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := createPod(t, tc.pod)
@@ -83,7 +84,7 @@ func TestScopingWithoutConfigExclusions(t *testing.T) {
 
 	// Wait until the apiserver sends kube-system's pods: the server's
 	// request counter moves for a dry-run create there.
-	probe := sandboxPod("kube-system", "probe")
+	probe := testkit.SandboxPod("kube-system", "probe", sleeping)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		before := in.metric(t, "sandbox_webhook_admission_requests_total")
@@ -105,7 +106,7 @@ func TestScopingWithoutConfigExclusions(t *testing.T) {
 
 	for _, ns := range []string{"kube-system", in.ownNamespace} {
 		before := in.metric(t, "sandbox_webhook_admission_requests_total")
-		got := createPod(t, sandboxPod(ns, "sandbox-unexcluded"))
+		got := createPod(t, testkit.SandboxPod(ns, "sandbox-unexcluded", sleeping))
 		if p := untouchedProblems(got); len(p) > 0 {
 			t.Errorf("stored pod %s was changed:%s", fmtPod(got), joinProblems(p))
 		}
@@ -142,7 +143,7 @@ func TestMixedFleetMatchConditions(t *testing.T) {
 	})
 	agent := plainPod(ns, "agent-sandbox")
 	agent.Labels = map[string]string{"agents.x-k8s.io/sandbox-name-hash": "abc123"}
-	for _, pod := range []*corev1.Pod{sandboxPod(ns, "harbor-style"), agent} {
+	for _, pod := range []*corev1.Pod{testkit.SandboxPod(ns, "harbor-style", sleeping), agent} {
 		if p := seedProblems(createPod(t, pod), corev1.StorageMediumMemory); len(p) > 0 {
 			t.Errorf("%s:%s", pod.Name, joinProblems(p))
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -15,7 +15,7 @@ import (
 // runs dry-run, --map included; both print their version.
 func TestServerBuild(t *testing.T) {
 	ctx := t.Context()
-	policy, pod := golden.Path("examples/policies/memory"), golden.Path("testdata/pods/basic.yaml")
+	policy, pod := testkit.Path("examples/policies/memory"), testkit.Path("testdata/pods/basic.yaml")
 
 	r, err := harness.RunCommand(ctx, suite.binary, "dry-run", "--map", "-p", policy, "-f", pod)
 	if err != nil {

@@ -11,7 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -42,7 +43,7 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 		return pod
 	}
 
-	huge := forged(sandboxPod(ns, "huge-quantity"))
+	huge := forged(testkit.SandboxPod(ns, "huge-quantity", sleeping))
 	huge.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1e10000000")}
 	start := time.Now()
 	_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), huge, metav1.CreateOptions{})
@@ -54,7 +55,7 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 	}
 	t.Logf("1e10000000: refused in %v", took.Round(time.Millisecond))
 
-	args := forged(sandboxPod(ns, "many-args"))
+	args := forged(testkit.SandboxPod(ns, "many-args", sleeping))
 	args.Spec.Containers[0].Args = make([]string, 200_000)
 	for i := range args.Spec.Containers[0].Args {
 		args.Spec.Containers[0].Args[i] = "x"
@@ -67,7 +68,7 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 	}
 
 	withEnv := func(name string, n int) *corev1.Pod {
-		pod := forged(sandboxPod(ns, name))
+		pod := forged(testkit.SandboxPod(ns, name, sleeping))
 		for i := range n {
 			pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%d", i), Value: "v"})
 		}
@@ -82,7 +83,7 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 	// the default budget: 1,000 env entries in a container, 400
 	// containers; beyond the budget, the webhook refuses the pod itself.
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	many := sandboxPod(ns, "many-containers")
+	many := testkit.SandboxPod(ns, "many-containers", sleeping)
 	c := many.Spec.Containers[0]
 	many.Spec.Containers = nil
 	for i := range 400 {
@@ -103,7 +104,7 @@ func TestFourthRoundAttacksHeld(t *testing.T) {
 	}
 
 	// The replica that refused the quantity serves the next pod at once.
-	got = createPod(t, sandboxPod(ns, "after"))
+	got = createPod(t, testkit.SandboxPod(ns, "after", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("after the attacks:%s", joinProblems(p))
 	}
@@ -121,9 +122,9 @@ func TestMAPBoundsQuantities(t *testing.T) {
 	const ns = "map-bound"
 	ensureNamespace(t, ns, map[string]string{mapLabel: "bound"})
 	exported, _ := exportSet(t, golden.Sets[0])
-	installMAP(t, exported, "bound", sandboxPod(ns, "probe"))
+	installMAP(t, exported, "bound", testkit.SandboxPod(ns, "probe", sleeping))
 
-	pod := sandboxPod(ns, "huge-pod-limit")
+	pod := testkit.SandboxPod(ns, "huge-pod-limit", sleeping)
 	pod.Annotations = map[string]string{mutate.StatusAnnotation: `{"policies":[],"podMemory":{"limit":"8Gi"}}`}
 	pod.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1e10000000")}}
 	start := time.Now()
@@ -140,7 +141,7 @@ func TestMAPBoundsQuantities(t *testing.T) {
 	start = time.Now()
 	_, err = suite.cs.CoreV1().Pods(other.Namespace).Create(t.Context(), other, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	t.Logf("without the MAP: %v in %v", err, time.Since(start).Round(time.Millisecond))
-	got := createPod(t, sandboxPod(ns, "plain"))
+	got := createPod(t, testkit.SandboxPod(ns, "plain", sleeping))
 	if p := seedProblems(got, corev1.StorageMediumMemory); len(p) > 0 {
 		t.Errorf("a sandbox pod through the exported MAP:%s", joinProblems(p))
 	}

@@ -3,6 +3,7 @@ package mutate_test
 import (
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -50,7 +51,7 @@ spec:
 			reason: "pod opted out with label skip=true"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pod := sandboxPod()
+			pod := testkit.SandboxPod("", "p")
 			pod.Labels = c.labels
 			res := mutate.Pod(pod, c.ns, set, mutate.Options{})
 			pr := res.Policies[0]

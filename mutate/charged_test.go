@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -218,7 +219,7 @@ func TestRaisedLimitRestored(t *testing.T) {
 	const spec = "metadata: {name: p}\nspec:\n  match: {podSelector: {matchLabels: {app: sandbox}}}\n  caches: [{name: uv, mountPath: /root/.cache/uv, sizeLimit: 1Gi}]\n"
 	raise := parseSet(t, header+spec+"  containerLimits: raise\n")
 	keep := parseSet(t, header+spec)
-	pod := sandboxPod()
+	pod := testkit.SandboxPod("", "p")
 	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
 	ns := mutate.Namespace{Name: "sandboxes"}
@@ -250,7 +251,7 @@ type pass struct {
 // sandboxes, and checks the warnings.
 func firstPass(t *testing.T, set *policy.Set, edit func(*corev1.Pod), opts mutate.Options, warned []string) pass {
 	t.Helper()
-	pod := sandboxPod()
+	pod := testkit.SandboxPod("", "p")
 	if edit != nil {
 		edit(pod)
 	}

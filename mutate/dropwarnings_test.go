@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -30,7 +31,7 @@ func TestClusterDropWarningsFit(t *testing.T) {
 			mutate.Options{ImageVolumes: mutate.ImageVolumesDropped}, mutate.ImageVolumeDroppedReason},
 	}
 	for _, c := range cases {
-		res := mutate.Pod(sandboxPod(), c.ns, parseSet(t, c.policy), c.opts)
+		res := mutate.Pod(testkit.SandboxPod("", "p"), c.ns, parseSet(t, c.policy), c.opts)
 		if len(res.Warnings) != 1 {
 			t.Fatalf("warnings %q; want one", res.Warnings)
 		}

@@ -9,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -34,7 +35,7 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 	baseline := mutate.Namespace{Name: "sandboxes", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}
 	privileged := mutate.Namespace{Name: "sandboxes"}
 	mounted := func(source corev1.VolumeSource) *corev1.Pod {
-		p := sandboxPod()
+		p := testkit.SandboxPod("", "p")
 		p.Spec.Volumes = []corev1.Volume{{Name: "rebench-v2", VolumeSource: source}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "rebench-v2", MountPath: "/opt/rebench-v2", ReadOnly: true}}
 		return p
@@ -54,22 +55,22 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 		skipped  []mutate.Decision
 		warnings []string
 	}{
-		{"baseline/unknown", baseline, mutate.ImageVolumesUnknown, sandboxPod(), image,
+		{"baseline/unknown", baseline, mutate.ImageVolumesUnknown, testkit.SandboxPod("", "p"), image,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
-		{"baseline/kept", baseline, mutate.ImageVolumesKept, sandboxPod(), image,
+		{"baseline/kept", baseline, mutate.ImageVolumesKept, testkit.SandboxPod("", "p"), image,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
-		{"baseline/dropped", baseline, mutate.ImageVolumesDropped, sandboxPod(), sandboxPod(), skipped,
+		{"baseline/dropped", baseline, mutate.ImageVolumesDropped, testkit.SandboxPod("", "p"), testkit.SandboxPod("", "p"), skipped,
 			[]mutate.Decision{{Policy: "a", Item: "asset/rebench-v2:image", Reason: mutate.ImageVolumeDroppedReason}},
 			[]string{`sandbox-webhook: policy "a": asset/rebench-v2:image: ` + mutate.ImageVolumeDroppedReason}},
 		// The pod mounts the asset and leaves its volume to the webhook:
 		// the apiserver drops that mount with the injected volume, and so
 		// does the webhook where it injects none.
-		{"baseline/dropped, the pod mounts the asset", baseline, mutate.ImageVolumesDropped, authorMount(), sandboxPod(), skipped,
+		{"baseline/dropped, the pod mounts the asset", baseline, mutate.ImageVolumesDropped, authorMount(), testkit.SandboxPod("", "p"), skipped,
 			[]mutate.Decision{{Policy: "a", Item: "asset/rebench-v2:image", Reason: mutate.ImageVolumeDroppedReason}},
 			[]string{`sandbox-webhook: policy "a": asset/rebench-v2:image: ` + mutate.ImageVolumeDroppedReason}},
 		{"baseline/kept, the pod mounts the asset", baseline, mutate.ImageVolumesKept, authorMount(), image,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:image"]}]}`, nil, nil},
-		{"privileged/dropped", privileged, mutate.ImageVolumesDropped, sandboxPod(), hostPath,
+		{"privileged/dropped", privileged, mutate.ImageVolumesDropped, testkit.SandboxPod("", "p"), hostPath,
 			`{"policies":[{"name":"a","hash":"HASH","mode":"memory","injected":["asset/rebench-v2:hostPath"]}]}`, nil, nil},
 	}
 	for _, c := range cases {
@@ -100,7 +101,7 @@ func TestImageVolumesAgainstCluster(t *testing.T) {
 // authorMount is a sandbox pod that mounts the asset of assetPolicy as the
 // policy does and leaves declaring its volume to the webhook.
 func authorMount() *corev1.Pod {
-	p := sandboxPod()
+	p := testkit.SandboxPod("", "p")
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "rebench-v2", MountPath: "/opt/rebench-v2", ReadOnly: true}}
 	return p
 }
@@ -162,7 +163,7 @@ func TestImageVolumesDroppedStoresTheSamePod(t *testing.T) {
 		return p
 	}
 	otherImage := func() *corev1.Pod {
-		p := sandboxPod()
+		p := testkit.SandboxPod("", "p")
 		p.Spec.Volumes = []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
 			Image: &corev1.ImageVolumeSource{Reference: "registry.example/models:1"}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "models", MountPath: "/models", ReadOnly: true}}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -22,13 +22,6 @@ func parseSet(t testing.TB, docs ...string) *policy.Set {
 }
 
 const header = "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\n"
-
-func sandboxPod() *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "sandbox"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "i"}}},
-	}
-}
 
 // TestMatch covers every way a policy can decline a pod, with the reason the
 // report and the logs show.
@@ -86,7 +79,7 @@ spec:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pod := sandboxPod()
+			pod := testkit.SandboxPod("", "p")
 			if c.edit != nil {
 				c.edit(pod)
 			}
@@ -132,7 +125,7 @@ spec:
   match: {podSelector: {matchLabels: {app: sandbox}}}
   caches: [{name: uv-cache, mountPath: /root/.cache/uv}]
 `)
-		res := mutate.Pod(sandboxPod(), mutate.Namespace{Name: "n"}, set, mutate.Options{LeakMitigation: c.override})
+		res := mutate.Pod(testkit.SandboxPod("", "p"), mutate.Namespace{Name: "n"}, set, mutate.Options{LeakMitigation: c.override})
 		if got := res.Pod.Spec.Volumes[0].EmptyDir.Medium; got != c.medium {
 			t.Errorf("mode %s, override %s: medium %q, want %q", c.policyMode, c.override, got, c.medium)
 		}
@@ -192,7 +185,7 @@ spec:
   match: {podSelector: {matchLabels: {app: sandbox}}}
   caches: [{name: uv-cache, mountPath: /root/.cache/uv}]
 `)
-	pod := sandboxPod()
+	pod := testkit.SandboxPod("", "p")
 	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
 	ns := mutate.Namespace{Name: "n"}
 	first := mutate.Pod(pod, ns, set, mutate.Options{})
@@ -223,7 +216,7 @@ spec:
   match: {podSelector: {matchLabels: {app: sandbox}}}
   env: [{name: B, value: "1"}]
 `)
-	pod := sandboxPod()
+	pod := testkit.SandboxPod("", "p")
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -32,7 +33,7 @@ spec:
 func TestMemoryLevelAgainstCluster(t *testing.T) {
 	ns := mutate.Namespace{Name: "sandboxes"}
 	run := func(level string, pl mutate.PodLevelResources) mutate.Result {
-		return mutate.Pod(sandboxPod(), ns, parseSet(t, levelPolicy(level)), mutate.Options{PodLevelResources: pl})
+		return mutate.Pod(testkit.SandboxPod("", "p"), ns, parseSet(t, levelPolicy(level)), mutate.Options{PodLevelResources: pl})
 	}
 	resources := func(p *corev1.Pod) (*corev1.ResourceRequirements, corev1.ResourceRequirements) {
 		return p.Spec.Resources, p.Spec.Containers[0].Resources

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -29,7 +30,7 @@ func TestForeignMountOfPresentHostPathIsDenied(t *testing.T) {
 	shadow := parseSet(t, header+"metadata: {name: seed}\nspec:\n  enforcement: shadow\n  match: {podSelector: {matchLabels: {app: sandbox}}}"+assets)
 	ns := mutate.Namespace{Name: "rl"}
 
-	first := mutate.Pod(sandboxPod(), ns, enforce, mutate.Options{})
+	first := mutate.Pod(testkit.SandboxPod("", "p"), ns, enforce, mutate.Options{})
 	if first.Denied != "" || !first.Changed {
 		t.Fatalf("first pass: denied %q, changed %v", first.Denied, first.Changed)
 	}
@@ -65,7 +66,7 @@ func TestForeignMountOfPresentHostPathIsDenied(t *testing.T) {
 	}
 
 	t.Run("declared by the pod itself", func(t *testing.T) {
-		p := sandboxPod()
+		p := testkit.SandboxPod("", "p")
 		hp := corev1.HostPathDirectory
 		p.Spec.Volumes = []corev1.Volume{{Name: "rebench-v2", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/shared/swe-rebench-v2", Type: &hp}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "rebench-v2", MountPath: "/data"}}

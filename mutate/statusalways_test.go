@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -38,7 +39,7 @@ func TestStatusAlways(t *testing.T) {
 			if c.shadow {
 				set = shadow
 			}
-			pod := sandboxPod()
+			pod := testkit.SandboxPod("", "p")
 			if c.edit != nil {
 				c.edit(pod)
 			}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -117,7 +118,7 @@ func TestEveryQuantityBounded(t *testing.T) {
 	var inSpec int
 	for _, f := range fields {
 		t.Run(f.path, func(t *testing.T) {
-			pod := sandboxPod()
+			pod := testkit.SandboxPod("", "p")
 			pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
 			f.set(reflect.ValueOf(pod).Elem(), huge)
 			res := withWatchdog(t, func() mutate.Result {
@@ -189,7 +190,7 @@ func TestForgedStatusNotBelieved(t *testing.T) {
 	keep := parseSet(t, strings.Replace(trustPolicies, "  containerLimits: raise\n", "", 1))
 	huge := "1e1" + strings.Repeat("0", 1_000_000)
 	withSidecar := func(lim, req string) *corev1.Pod {
-		pod := sandboxPod()
+		pod := testkit.SandboxPod("", "p")
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(lim)},
 			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(req)},
@@ -272,7 +273,7 @@ func TestForgedPodMemoryNotBelieved(t *testing.T) {
 		// (to the same).
 		{"8Gi", "0", `{"policies":[],"podMemory":{"limit":"8Gi","request":"0"}}`, "8Gi", "0"},
 	} {
-		pod := sandboxPod()
+		pod := testkit.SandboxPod("", "p")
 		pod.Annotations = map[string]string{mutate.StatusAnnotation: c.status}
 		pod.Spec.Resources = &corev1.ResourceRequirements{
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.lim)},
@@ -311,7 +312,7 @@ func FuzzStatusAnnotation(f *testing.F) {
 		if err1 != nil || err2 != nil || !mutate.Bounded(l) || !mutate.Bounded(r) || l.Sign() <= 0 || r.Cmp(l) > 0 {
 			return
 		}
-		pod := sandboxPod()
+		pod := testkit.SandboxPod("", "p")
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: l}, Requests: corev1.ResourceList{corev1.ResourceMemory: r},
 		}

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/kyvernoimport"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -182,7 +182,7 @@ var policyRefRE = regexp.MustCompile("(?s)<!-- policy-reference:[^>]*-->\\s*```y
 // readmeReference is the README's policy reference as a document tree.
 func readmeReference(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(golden.Path("README.md"))
+	b, err := os.ReadFile(testkit.Path("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func export(t *testing.T, s *policy.Set) ([]byte, string) {
 // in it: the whole file, or the definition at ref.
 func readSchema(t *testing.T, name, ref string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(golden.Path(name))
+	b, err := os.ReadFile(testkit.Path(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func schemaHas(root, s map[string]any, path string) bool {
 // Kyverno policies of testdata/kyverno sets.
 func importedFields(t *testing.T) map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob(golden.Path("testdata/kyverno/*.yaml"))
+	files, err := filepath.Glob(testkit.Path("testdata/kyverno/*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Kyverno corpus: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -32,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // createsPerSecond is the steady stream of sandbox pod creates the
@@ -332,7 +333,7 @@ func rotateServingCert(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	caCert, caKey, err := parseCA(sec.Data["ca.crt"], sec.Data["ca.key"])
+	ca, err := testkit.ParseCA(sec.Data)
 	if err != nil {
 		return err
 	}
@@ -347,7 +348,7 @@ func rotateServingCert(ctx context.Context) error {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		return err
 	}
@@ -378,30 +379,6 @@ func rotateServingCert(ctx context.Context) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return errors.New("the rotator did not renew the 30-day serving certificate within 2 minutes")
-}
-
-func parseCA(certPEM, keyPEM []byte) (*x509.Certificate, any, error) {
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return nil, nil, errors.New("the Secret holds no CA")
-	}
-	c, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	var k any
-	if k, err = x509.ParsePKCS1PrivateKey(kb.Bytes); err != nil {
-		if k, err = x509.ParsePKCS8PrivateKey(kb.Bytes); err != nil {
-			return nil, nil, err
-		}
-	}
-	if _, ok := k.(*rsa.PrivateKey); !ok {
-		if _, ok := k.(*ecdsa.PrivateKey); !ok {
-			return nil, nil, fmt.Errorf("CA key of type %T", k)
-		}
-	}
-	return c, k, nil
 }
 
 // changePolicy changes the served policy through the release (an extra

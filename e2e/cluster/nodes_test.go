@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // lostNode is the node the node scenarios drain and power off: the one
@@ -149,14 +150,16 @@ func powerLoss(ctx context.Context) error {
 	if err := suite.cluster.PowerOff(); err != nil {
 		return err
 	}
-	notReady, err := waitFor(ctx, 3*time.Minute, func() bool {
-		n, err := suite.cs.CoreV1().Nodes().Get(ctx, lostNode, metav1.GetOptions{})
-		return err == nil && !nodeReady(n)
-	})
+	notReady, err := testkit.Poll(ctx, 3*time.Minute, func() error { return nodeIs(ctx, lostNode, false) })
 	if err != nil {
 		return fmt.Errorf("%s never went NotReady: %w", lostNode, err)
 	}
-	gone, err := waitFor(ctx, 3*time.Minute, func() bool { return readyEndpoints(ctx) == serving })
+	gone, err := testkit.Poll(ctx, 3*time.Minute, func() error {
+		if n := readyEndpoints(ctx); n != serving {
+			return fmt.Errorf("%d ready endpoints", n)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("the lost replica never left the endpoints: %w", err)
 	}
@@ -166,10 +169,7 @@ func powerLoss(ctx context.Context) error {
 	if err := suite.cluster.PowerOn(); err != nil {
 		return err
 	}
-	if _, err := waitFor(ctx, 3*time.Minute, func() bool {
-		n, err := suite.cs.CoreV1().Nodes().Get(ctx, lostNode, metav1.GetOptions{})
-		return err == nil && nodeReady(n)
-	}); err != nil {
+	if _, err := testkit.Poll(ctx, 3*time.Minute, func() error { return nodeIs(ctx, lostNode, true) }); err != nil {
 		return fmt.Errorf("%s not Ready again: %w", lostNode, err)
 	}
 	return waitReplicasOn(ctx, on)
@@ -217,20 +217,16 @@ func heldConnections(ctx context.Context) (map[string]int, error) {
 	return held, nil
 }
 
-// waitFor polls cond every 200 ms and returns when it first held.
-func waitFor(ctx context.Context, limit time.Duration, cond func() bool) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for {
-		if cond() {
-			return time.Now(), nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+// nodeIs returns nil when node's readiness is ready.
+func nodeIs(ctx context.Context, node string, ready bool) error {
+	n, err := suite.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
 	}
+	if nodeReady(n) != ready {
+		return fmt.Errorf("node %s Ready=%v", node, nodeReady(n))
+	}
+	return nil
 }
 
 func nodeReady(n *corev1.Node) bool {

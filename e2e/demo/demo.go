@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -202,11 +203,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := chart.InstallWebhookConfiguration(ctx, cs, adm.Webhooks); err != nil {
 		return done.fail(err)
 	}
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sandboxNS, Name: "probe", Labels: map[string]string{"app": "sandbox"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.37"}}},
-	}
-	if err := harness.WaitMutating(ctx, cs, probe, true); err != nil {
+	if err := harness.WaitMutating(ctx, cs, testkit.SandboxPod(sandboxNS, "probe", testkit.Image("busybox:1.37")), true); err != nil {
 		return done.fail(err)
 	}
 	done.ok()

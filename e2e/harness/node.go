@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // NodeTools are the commands StartNode runs besides bin/kubelet, all from
@@ -203,7 +205,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 
 	// The kubelet, in containerd's mount namespace.
-	ports, err := freePorts(2)
+	ports, err := testkit.FreePorts(2)
 	if err != nil {
 		return n, err
 	}
@@ -349,7 +351,7 @@ func startProcess(logPath, name string, args ...string) (*process, error) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = withoutEnv(os.Environ(), "KUBECONFIG")
+	cmd.Env = WithoutEnv(os.Environ(), "KUBECONFIG")
 	// Killed with its parent: a test killed by its timeout leaves no daemon
 	// behind (the shims and containers are cleaned up by the next Stop).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

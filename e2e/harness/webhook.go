@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // WebhookOptions says how to run `sandbox-webhook serve`.
@@ -38,7 +40,7 @@ type WebhookOptions struct {
 	// Env are NAME=value pairs added to the process's environment, as a
 	// container's env gives them.
 	Env []string
-	// Port is the webhook port when not 0 (e.g. one from FreePort, named in a
+	// Port is the webhook port when not 0 (e.g. one from testkit.FreePort, named in a
 	// webhook.url before the process starts); otherwise a free one is picked.
 	Port int
 	// Log receives the process's stdout and stderr (JSON logs). Nil discards.
@@ -62,7 +64,7 @@ type Webhook struct {
 // StartWebhook picks free loopback ports and starts the webhook; it returns
 // once /readyz answers 200.
 func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
-	ports, err := freePorts(4)
+	ports, err := testkit.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func (w *Webhook) Start(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Keep the server's own view of its namespace out of the test's
 	// environment; exclusions are given as flags.
-	cmd.Env = append(withoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG"), w.opts.Env...)
+	cmd.Env = append(WithoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG"), w.opts.Env...)
 	if err := cmd.Start(); err != nil {
 		w.mu.Unlock()
 		return fmt.Errorf("starting sandbox-webhook serve: %w", err)
@@ -294,36 +296,10 @@ func get(ctx context.Context, url string) (string, error) {
 	return string(b), nil
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	ports, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	return ports[0], nil
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func withoutEnv(env []string, names ...string) []string {
+// WithoutEnv returns env (as os.Environ gives it) without the variables
+// names: a process started for a test must not see the test's own
+// cluster settings.
+func WithoutEnv(env []string, names ...string) []string {
 	out := env[:0:0]
 next:
 	for _, kv := range env {

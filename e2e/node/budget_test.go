@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // shmWrite writes twice the runtime's 64 MiB /dev/shm and keeps the exit
@@ -27,7 +29,7 @@ func TestShmSize(t *testing.T) {
 		ok       bool
 	}{{nsBudget, "size=262144k", true}, {nsPlain, "size=65536k", false}} {
 		t.Run(tc.ns, func(t *testing.T) {
-			p, err := runPod(ctx, sandboxPod(tc.ns, "shm-write", shmWrite))
+			p, err := runPod(ctx, testkit.SandboxPod(tc.ns, "shm-write", onNode(shmWrite)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,17 +65,17 @@ func TestDiskBudget(t *testing.T) {
 	write := func(mib string) string {
 		return "dd if=/dev/zero of=/tmp/fill bs=1M count=" + mib + " 2>/dev/null; sync; exec sleep 3600"
 	}
-	over, err := runPod(ctx, sandboxPod(nsBudget, "disk-over", write("100")))
+	over, err := runPod(ctx, testkit.SandboxPod(nsBudget, "disk-over", onNode(write("100"))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = deletePod(ctx, over) })
-	within, err := runPod(ctx, sandboxPod(nsBudget, "disk-within", write("8")))
+	within, err := runPod(ctx, testkit.SandboxPod(nsBudget, "disk-within", onNode(write("8"))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = deletePod(ctx, within) })
-	plain, err := runPod(ctx, sandboxPod(nsPlain, "disk-over", write("100")))
+	plain, err := runPod(ctx, testkit.SandboxPod(nsPlain, "disk-over", onNode(write("100"))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // mode is what a namespace's webhook should have given its pods.
@@ -208,7 +210,7 @@ func TestPodGets(t *testing.T) {
 	}{{nsMemory, memoryMode}, {nsDisk, diskMode}} {
 		t.Run(string(c.m), func(t *testing.T) {
 			ctx := t.Context()
-			p, err := runPod(ctx, sandboxPod(c.ns, "gets", sleepScript))
+			p, err := runPod(ctx, testkit.SandboxPod(c.ns, "gets", onNode(sleepScript)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +233,7 @@ func TestPodGets(t *testing.T) {
 // plain one.
 func TestChecksFailWithoutWebhook(t *testing.T) {
 	ctx := t.Context()
-	p, err := runPod(ctx, sandboxPod(nsPlain, "plain", sleepScript))
+	p, err := runPod(ctx, testkit.SandboxPod(nsPlain, "plain", onNode(sleepScript)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +291,7 @@ func checkOOM(ctx context.Context, ns string) error {
 }
 
 func runOOMPod(ctx context.Context, ns string) (*corev1.Pod, error) {
-	pod := sandboxPod(ns, "oom", oomScript)
+	pod := testkit.SandboxPod(ns, "oom", onNode(oomScript))
 	if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
@@ -347,7 +349,7 @@ func TestCacheChargedToContainerLimit(t *testing.T) {
 	} {
 		t.Run(c.ns, func(t *testing.T) {
 			ctx := t.Context()
-			pod := sandboxPod(c.ns, "charged", chargedScript)
+			pod := testkit.SandboxPod(c.ns, "charged", onNode(chargedScript))
 			pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(chargedLimit, resource.BinarySI)}
 			var warned warningList
 			cfg := rest.CopyConfig(suite.config)

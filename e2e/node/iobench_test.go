@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // make io-bench (docs/io.md): the node's containerd snapshots (the
@@ -227,7 +229,7 @@ func iostat(dev string) (stop func() ([]iostatSample, error), err error) {
 // installPod is a sandbox pod running uvinstall from the host (a read-only
 // hostPath of the test's own: the image is busybox).
 func installPod(s ioSetup, name, binDir string) *corev1.Pod {
-	p := sandboxPod(s.ns, name, "")
+	p := testkit.SandboxPod(s.ns, name, onNode(""))
 	c := &p.Spec.Containers[0]
 	c.Command = []string{"/bench/uvinstall"}
 	if s.podCopy {

@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 const (
@@ -80,7 +82,7 @@ func takeSample(m mode, churned int) (leakSample, error) {
 // waits for it to finish, and deletes it (until its cgroup is gone).
 func churnOne(ctx context.Context, ns string, i int) error {
 	script := uvCacheScript(cachePath, leakPackages)
-	pod := sandboxPod(ns, fmt.Sprintf("churn-%d", i), script)
+	pod := testkit.SandboxPod(ns, fmt.Sprintf("churn-%d", i), onNode(script))
 	if _, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}

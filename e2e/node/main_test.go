@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness/chart"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 const (
@@ -338,7 +339,7 @@ func startWebhook(ctx context.Context, binary, kubeconfig, dir, ns, leakMitigati
 	if err := chart.InstallWebhookConfiguration(ctx, suite.cs, mwc); err != nil {
 		return stop, err
 	}
-	return stop, harness.WaitMutating(ctx, suite.cs, sandboxPod(ns, "probe", "sleep 1"), true)
+	return stop, harness.WaitMutating(ctx, suite.cs, testkit.SandboxPod(ns, "probe", onNode("sleep 1")), true)
 }
 
 // waitNode waits for the kubelet's Node object.

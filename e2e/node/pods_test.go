@@ -18,27 +18,25 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
-// sandboxPod is a sandbox pod (app=sandbox) bound to the node, whose one
-// container runs script with busybox's sh. It uses the host network: the
-// node has no CNI plugin, and nothing here needs a pod network.
-func sandboxPod(ns, name, script string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "sandbox"}},
-		Spec: corev1.PodSpec{
-			NodeName:                      nodeName,
-			HostNetwork:                   true,
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:            "task",
-				Image:           harness.NodeImage,
-				ImagePullPolicy: corev1.PullNever,
-				Command:         []string{"/bin/sh", "-c", script},
-			}},
-		},
+// onNode binds a sandbox pod to the node, with one container that runs
+// script with busybox's sh. It uses the host network: the node has no CNI
+// plugin, and nothing here needs a pod network.
+func onNode(script string) testkit.PodOption {
+	return func(pod *corev1.Pod) {
+		pod.Spec.NodeName = nodeName
+		pod.Spec.HostNetwork = true
+		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		pod.Spec.Containers = []corev1.Container{{
+			Name:            "task",
+			Image:           harness.NodeImage,
+			ImagePullPolicy: corev1.PullNever,
+			Command:         []string{"/bin/sh", "-c", script},
+		}}
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -42,7 +43,7 @@ func TestGoldenCorpus(t *testing.T) {
 			}
 			patched := applyPatch(t, raw, *review.Response)
 
-			want, err := os.ReadFile(golden.Path(c.Output))
+			want, err := os.ReadFile(testkit.Path(c.Output))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -92,7 +93,7 @@ func TestHugePods(t *testing.T) {
 	}{{
 		name: "10000 env vars",
 		pod: func() *corev1.Pod {
-			p := sandboxPod(1)
+			p := hugePod(1)
 			for i := range 10000 {
 				p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("VAR_%05d", i), Value: "v"})
 			}
@@ -100,7 +101,7 @@ func TestHugePods(t *testing.T) {
 		},
 	}, {
 		name: "500 containers",
-		pod:  func() *corev1.Pod { return sandboxPod(500) },
+		pod:  func() *corev1.Pod { return hugePod(500) },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := json.Marshal(tc.pod())
@@ -170,11 +171,12 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 	}
 }
 
-func sandboxPod(containers int) *corev1.Pod {
-	p := &corev1.Pod{}
+// hugePod is a sandbox pod with containers containers, c000 onwards, as
+// an AdmissionReview carries it (apiVersion and kind set).
+func hugePod(containers int) *corev1.Pod {
+	p := testkit.SandboxPod("sandboxes", "huge")
 	p.APIVersion, p.Kind = "v1", "Pod"
-	p.Name, p.Namespace = "huge", "sandboxes"
-	p.Labels = map[string]string{"app": "sandbox"}
+	p.Spec.Containers = nil
 	for i := range containers {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%03d", i), Image: "python:3.12-slim"})
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestEverySourceAgrees holds every place that must name the supported
@@ -19,7 +19,7 @@ import (
 func TestEverySourceAgrees(t *testing.T) {
 	read := func(name string) string {
 		t.Helper()
-		b, err := os.ReadFile(golden.Path(name))
+		b, err := os.ReadFile(testkit.Path(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestEverySourceAgrees(t *testing.T) {
 	if got := find("e2e/harness/version.go", `KubeVersion = "v1\.(\d+)\.`); got != fmt.Sprint(Newest) {
 		t.Errorf("e2e/harness KubeVersion is 1.%s; Newest is 1.%d", got, Newest)
 	}
-	dirs, err := filepath.Glob(golden.Path("e2e/tools/k8s-1.*"))
+	dirs, err := filepath.Glob(testkit.Path("e2e/tools/k8s-1.*"))
 	if err != nil {
 		t.Fatal(err)
 	}

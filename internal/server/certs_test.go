@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestCertificateRotation replaces the serving certificate the way the
@@ -70,7 +72,7 @@ func TestCertificateRotation(t *testing.T) {
 					return
 				default:
 				}
-				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("c%d-%d", i, n), "sandboxes", sandboxPod))
+				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("c%d-%d", i, n), "sandboxes", sandboxPodJSON))
 				if err == nil && (res.status != http.StatusOK || !res.review.Response.Allowed || len(res.review.Response.Patch) == 0) {
 					err = fmt.Errorf("HTTP %d %s", res.status, res.body)
 				}
@@ -84,22 +86,22 @@ func TestCertificateRotation(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "load before the rotation", func() bool { return ok.Load() >= 100 })
+	testkit.WaitFor(t, "load before the rotation", time.Minute, testkit.Holds(func() bool { return ok.Load() >= 100 }))
 
 	secondNotAfter := time.Now().Add(20 * time.Hour).Truncate(time.Second)
 	cert, key = e.ca.issue(t, 11, secondNotAfter)
 	swap("2", cert, key)
 	addr := e.webhookAddr()
-	eventually(t, "the new certificate on new connections", func() bool {
+	testkit.WaitFor(t, "the new certificate on new connections", time.Minute, testkit.Holds(func() bool {
 		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: e.ca.pool})
 		if err != nil {
 			return false
 		}
 		defer c.Close()
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64() == 11
-	})
+	}))
 	after := ok.Load()
-	eventually(t, "load after the rotation", func() bool { return ok.Load() >= after+100 })
+	testkit.WaitFor(t, "load after the rotation", time.Minute, testkit.Holds(func() bool { return ok.Load() >= after+100 }))
 	close(stop)
 	wg.Wait()
 

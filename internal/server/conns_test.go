@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestLimitListener: a listener accepts at most its caps, in total and per
@@ -175,7 +177,7 @@ func TestProbePortsLimits(t *testing.T) {
 			}
 		})
 	}
-	if got := e.metric(`sandbox_webhook_connections_refused_total{server="metrics"}`); got < 1 {
+	if got := e.metric("sandbox_webhook_connections_refused_total", "server=metrics"); got < 1 {
 		t.Errorf("connections refused on the metrics port: %v", got)
 	}
 }
@@ -309,7 +311,7 @@ func TestUnrequestedAndBusyEviction(t *testing.T) {
 			}
 			stalled := dial("127.0.0.3")
 			fmt.Fprintf(stalled, "GET / HTTP/1.1\r\nHost: x\r\n")
-			eventually(t, "the four connections to be counted, three requested", func() bool {
+			testkit.WaitFor(t, "the four connections to be counted, three requested", time.Minute, testkit.Holds(func() bool {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				n := 0
@@ -321,7 +323,7 @@ func TestUnrequestedAndBusyEviction(t *testing.T) {
 					}
 				}
 				return l.open == 4 && n == 3
-			})
+			}))
 			time.Sleep(minAgeToEvictUnrequested)
 
 			// A new source takes the stalled connection's room, and sends

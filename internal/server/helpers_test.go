@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // ca signs serving certificates for tests.
@@ -114,16 +115,6 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // policyYAML is a sandbox policy whose env var MARKER tells which version
 // of the file an answer came from.
 func policyYAML(marker string) string {
@@ -200,7 +191,7 @@ func newTestEnv(t testing.TB, configure func(*Options)) *testEnv {
 
 // pickPorts chooses free ports for the webhook and the side servers.
 func (e *testEnv) pickPorts() {
-	port, health, metrics := freePort(e.t), freePort(e.t), freePort(e.t)
+	port, health, metrics := testkit.FreePort(e.t), testkit.FreePort(e.t), testkit.FreePort(e.t)
 	e.opts.Port = port
 	e.opts.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
 	e.opts.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metrics)
@@ -243,7 +234,7 @@ func (e *testEnv) start(before func(*server)) {
 
 		var runErr error
 		listening := false
-		eventually(e.t, "the webhook listener", func() bool {
+		testkit.WaitFor(e.t, "the webhook listener", time.Minute, testkit.Holds(func() bool {
 			select {
 			case runErr = <-e.done:
 				return true
@@ -255,7 +246,7 @@ func (e *testEnv) start(before func(*server)) {
 				listening = true
 			}
 			return listening
-		})
+		}))
 		if listening {
 			return
 		}
@@ -288,18 +279,6 @@ func (e *testEnv) newClient(disableKeepAlives bool) *http.Client {
 	}}
 }
 
-// eventually waits for cond, failing the test with what after a minute.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (e *testEnv) get(url string) (int, string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -312,7 +291,7 @@ func (e *testEnv) get(url string) (int, string) {
 
 func (e *testEnv) waitReady() {
 	e.t.Helper()
-	eventually(e.t, "/readyz", func() bool {
+	testkit.WaitFor(e.t, "/readyz", time.Minute, testkit.Holds(func() bool {
 		select {
 		case err := <-e.done:
 			e.cancel = nil
@@ -321,7 +300,7 @@ func (e *testEnv) waitReady() {
 		}
 		code, _ := e.get(e.healthURL + "/readyz")
 		return code == http.StatusOK
-	})
+	}))
 }
 
 func (e *testEnv) status() Status {
@@ -337,24 +316,35 @@ func (e *testEnv) status() Status {
 	return st
 }
 
-// metric returns the value of the sample whose line starts with prefix
-// (name and labels as rendered), or -1.
-func (e *testEnv) metric(prefix string) float64 {
+// metrics returns the server's /metrics.
+func (e *testEnv) metrics() []byte {
 	e.t.Helper()
 	_, body := e.get(e.metricsURL)
-	for _, line := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest, &v); err == nil {
-				return v
-			}
-		}
-	}
-	return -1
+	return []byte(body)
 }
 
-const sandboxPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"sandboxes","labels":{"app":"sandbox"}},` +
-	`"spec":{"containers":[{"name":"main","image":"python:3.12-slim"}]}}`
+// metric returns metric name, summed over the series whose labels include
+// labels (each key=value), on the server's /metrics. No such series fails
+// the test (testkit.Metric).
+func (e *testEnv) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	v, err := testkit.Metric(e.metrics(), name, labels...)
+	if err != nil {
+		e.t.Fatalf("/metrics: %v", err)
+	}
+	return v
+}
+
+// sandboxPodJSON is the kit's sandbox pod as an AdmissionReview carries it.
+var sandboxPodJSON = func() string {
+	pod := testkit.SandboxPod("sandboxes", "p", testkit.Image("python:3.12-slim"))
+	pod.APIVersion, pod.Kind = "v1", "Pod"
+	b, err := json.Marshal(pod)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func reviewFor(t testing.TB, uid, ns, pod string) []byte {
 	t.Helper()
@@ -412,7 +402,7 @@ func (e *testEnv) admit(client *http.Client, body []byte) (admitResult, error) {
 // sets, failing on anything but a patched answer.
 func (e *testEnv) marker(client *http.Client) string {
 	e.t.Helper()
-	res, err := e.admit(client, reviewFor(e.t, "m", "sandboxes", sandboxPod))
+	res, err := e.admit(client, reviewFor(e.t, "m", "sandboxes", sandboxPodJSON))
 	if err != nil {
 		e.t.Fatal(err)
 	}

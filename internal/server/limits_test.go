@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 func TestRequestBudget(t *testing.T) {
@@ -104,12 +105,12 @@ func TestStalledBodiesCannotCrowdOut(t *testing.T) {
 
 	stalled := rawConn(t, e)
 	fmt.Fprintf(stalled, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", admission.Path, 3<<20)
-	eventually(t, "the stalled body to hold the budget", func() bool {
+	testkit.WaitFor(t, "the stalled body to hold the budget", time.Minute, testkit.Holds(func() bool {
 		n, _ := e.srv.budget.held()
 		return n == 3<<20
-	})
+	}))
 
-	big := append(reviewFor(t, "big", "sandboxes", sandboxPod), bytes.Repeat([]byte(" "), 1<<20)...)
+	big := append(reviewFor(t, "big", "sandboxes", sandboxPodJSON), bytes.Repeat([]byte(" "), 1<<20)...)
 	res, err := e.admit(e.newClient(true), big)
 	if err != nil || res.status != http.StatusServiceUnavailable || !res.closed ||
 		!strings.Contains(res.body, "sandbox-webhook is busy") || !strings.Contains(res.body, "--max-buffered-bytes") {
@@ -129,10 +130,10 @@ func TestStalledBodiesCannotCrowdOut(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 400") {
 		t.Errorf("the stalled connection: %v %q", err, answer)
 	}
-	eventually(t, "the budget to be given back", func() bool {
+	testkit.WaitFor(t, "the budget to be given back", time.Minute, testkit.Holds(func() bool {
 		n, _ := e.srv.budget.held()
 		return n == 0
-	})
+	}))
 }
 
 // TestRequestHeadLimit: a request head of 1 MiB is refused with 431, while
@@ -141,7 +142,7 @@ func TestRequestHeadLimit(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.start(nil)
 	e.waitReady()
-	req, err := http.NewRequest(http.MethodPost, e.webhookURL, bytes.NewReader(reviewFor(t, "h", "sandboxes", sandboxPod)))
+	req, err := http.NewRequest(http.MethodPost, e.webhookURL, bytes.NewReader(reviewFor(t, "h", "sandboxes", sandboxPodJSON)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +220,10 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 	// body of 2.5 MiB, which is dropped only after the 2 s a request waits.
 	stalled := rawConn(t, e)
 	fmt.Fprintf(stalled, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", admission.Path, 5<<19)
-	eventually(t, "the stalled body to hold the budget", func() bool {
+	testkit.WaitFor(t, "the stalled body to hold the budget", time.Minute, testkit.Holds(func() bool {
 		n, _ := e.srv.budget.held()
 		return n == 5<<19
-	})
+	}))
 	res, err = e.admit(e.newClient(true), reviewFor(t, "some", "sandboxes", tiny(100)))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "processing a review of 3117 bytes") {
 		t.Errorf("100 containers beside a stalled body: %v HTTP %d %.300q", err, res.status, res.body)
@@ -231,10 +232,10 @@ func TestPodPartsCountAgainstTheBudget(t *testing.T) {
 		t.Errorf("MARKER = %q beside the stalled body", m)
 	}
 	stalled.Close()
-	eventually(t, "the budget to be given back", func() bool {
+	testkit.WaitFor(t, "the budget to be given back", time.Minute, testkit.Holds(func() bool {
 		n, _ := e.srv.budget.held()
 		return n == 0
-	})
+	}))
 	res, err = e.admit(e.newClient(true), reviewFor(t, "some-again", "sandboxes", tiny(100)))
 	if err != nil || res.status != http.StatusOK || !strings.Contains(res.body, `"allowed":true`) {
 		t.Errorf("100 containers alone: %v HTTP %d %.200q", err, res.status, res.body)

@@ -5,12 +5,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 func TestNamespaceCache(t *testing.T) {
@@ -29,7 +32,7 @@ func TestNamespaceCache(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	eventually(t, "sync", func() bool { return c.synced() == nil })
+	testkit.WaitFor(t, "sync", time.Minute, testkit.Holds(func() bool { return c.synced() == nil }))
 
 	ns, ok := c.Lookup(context.Background(), "team-a")
 	if !ok || ns.Name != "team-a" || ns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" {
@@ -59,10 +62,10 @@ func TestNamespaceCache(t *testing.T) {
 	}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new labels", func() bool {
+	testkit.WaitFor(t, "the new labels", time.Minute, testkit.Holds(func() bool {
 		ns, _ := c.Lookup(context.Background(), "team-a")
 		return ns.Labels["pod-security.kubernetes.io/enforce"] == "privileged"
-	})
+	}))
 
 	// A namespace that does not exist is not found once the caller gives up.
 	gone, stop := context.WithCancel(context.Background())
@@ -91,12 +94,12 @@ func TestNotReadyUntilNamespacesSync(t *testing.T) {
 		}
 	}()
 
-	eventually(t, "/status", func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK })
+	testkit.WaitFor(t, "/status", time.Minute, testkit.Holds(func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK }))
 	st := e.status()
 	if st.Ready || st.Checks[checkNamespaceCache] == "ok" || st.Checks[checkPolicies] != "ok" {
 		t.Errorf("checks before the namespace list returned: %v", st.Checks)
 	}
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "namespace cache has not synced") {
 		t.Errorf("admission before the sync: %v HTTP %d %q", err, res.status, res.body)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -34,25 +37,25 @@ func TestPolicyReload(t *testing.T) {
 
 	// A valid change is swapped in.
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), policyYAML("b"))
-	eventually(t, "the new policy set", func() bool { return e.status().Policies.Hash != first })
+	testkit.WaitFor(t, "the new policy set", time.Minute, testkit.Holds(func() bool { return e.status().Policies.Hash != first }))
 	if m := e.marker(e.client); m != "b" {
 		t.Errorf("after a valid change MARKER = %q, want b", m)
 	}
 	second := e.status().Policies.Hash
-	if got := e.metric(`sandbox_webhook_policy_set_info{hash="` + second + `"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_set_info", "hash="+second); got != 1 {
 		t.Errorf("policy_set_info for the new hash = %v", got)
 	}
-	if got := e.metric(`sandbox_webhook_policy_set_info{hash="` + first + `"}`); got != -1 {
-		t.Errorf("policy_set_info still shows the old hash (%v)", got)
+	if got, err := testkit.Metric(e.metrics(), "sandbox_webhook_policy_set_info", "hash="+first); !errors.Is(err, testkit.ErrNoSeries) {
+		t.Errorf("policy_set_info still shows the old hash (%v, %v)", got, err)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reloads_total{source="policies"}`); got != 2 {
+	if got := e.metric("sandbox_webhook_policy_reloads_total", "source=policies"); got != 2 {
 		t.Errorf("reloads = %v, want 2", got)
 	}
 
 	// An invalid change is rejected, visibly, and the last good set serves.
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), strings.Replace(policyYAML("c"), "sizeLimit: 1Gi", "sizeLimit: 1 Gi", 1))
 	writeFile(t, filepath.Join(e.policyDir, "other.yaml"), "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: other}\nspec: {mode: tmpfs}\n")
-	eventually(t, "the rejected reload on /status", func() bool { return len(e.status().Policies.Errors) >= 2 })
+	testkit.WaitFor(t, "the rejected reload on /status", time.Minute, testkit.Holds(func() bool { return len(e.status().Policies.Errors) >= 2 }))
 	st := e.status()
 	if !st.Ready || st.Policies.Hash != second || !st.Policies.Loaded {
 		t.Errorf("after an invalid change /status = %+v", st)
@@ -69,10 +72,10 @@ func TestPolicyReload(t *testing.T) {
 	if m := e.marker(e.client); m != "b" {
 		t.Errorf("after an invalid change MARKER = %q, want the last good b", m)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_errors_total{source="policies"}`); got < 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_errors_total", "source=policies"); got < 1 {
 		t.Errorf("reload errors = %v", got)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_last_success{source="policies"}`); got != 0 {
+	if got := e.metric("sandbox_webhook_policy_reload_last_success", "source=policies"); got != 0 {
 		t.Errorf("last_success = %v, want 0", got)
 	}
 
@@ -81,11 +84,11 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), policyYAML("d"))
-	eventually(t, "the fixed set", func() bool { st := e.status(); return len(st.Policies.Errors) == 0 && st.Policies.Hash != second })
+	testkit.WaitFor(t, "the fixed set", time.Minute, testkit.Holds(func() bool { st := e.status(); return len(st.Policies.Errors) == 0 && st.Policies.Hash != second }))
 	if m := e.marker(e.client); m != "d" {
 		t.Errorf("MARKER = %q, want d", m)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_last_success{source="policies"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_last_success", "source=policies"); got != 1 {
 		t.Errorf("last_success = %v, want 1", got)
 	}
 }
@@ -108,7 +111,7 @@ func TestAllowedHostPaths(t *testing.T) {
 	good := e.status().Policies.Hash
 
 	writeFile(t, filepath.Join(e.policyDir, "seed.yaml"), asset("b", "/data/elsewhere"))
-	eventually(t, "the rejected reload on /status", func() bool { return len(e.status().Policies.Errors) > 0 })
+	testkit.WaitFor(t, "the rejected reload on /status", time.Minute, testkit.Holds(func() bool { return len(e.status().Policies.Errors) > 0 }))
 	st := e.status()
 	want := `seed.yaml (seed): spec.assets[0].hostPath.path: Invalid value: "/data/elsewhere": must lie under an --allowed-host-path: /mnt/shared`
 	if joined := strings.Join(st.Policies.Errors, "\n"); !strings.Contains(joined, want) {
@@ -162,18 +165,18 @@ func TestConfigMapSwap(t *testing.T) {
 	}
 
 	swap("2", policyYAML("two"), "on")
-	eventually(t, "the swapped ConfigMap", func() bool {
+	testkit.WaitFor(t, "the swapped ConfigMap", time.Minute, testkit.Holds(func() bool {
 		st := e.status()
 		return st.LeakMitigation.Mode == "on" && e.marker(e.client) == "two"
-	})
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	}))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(res.review.Response.Patch), `"medium":"Memory"`) {
 		t.Errorf("leak mitigation on, but the cache is on tmpfs: %s", res.review.Response.Patch)
 	}
-	if got := e.metric(`sandbox_webhook_leak_mitigation_info{mode="on"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_leak_mitigation_info", "mode=on"); got != 1 {
 		t.Errorf("leak_mitigation_info{on} = %v", got)
 	}
 }
@@ -191,20 +194,20 @@ func TestLeakMitigationFileReload(t *testing.T) {
 	}
 
 	writeFile(t, leak, "sideways")
-	eventually(t, "the rejected leak-mitigation file", func() bool {
+	testkit.WaitFor(t, "the rejected leak-mitigation file", time.Minute, testkit.Holds(func() bool {
 		f := e.status().LeakMitigation.File
 		return f != nil && len(f.Errors) == 1
-	})
+	}))
 	st := e.status()
 	if st.LeakMitigation.Mode != "on" || !st.Ready || !strings.Contains(st.LeakMitigation.File.Errors[0], `holds "sideways"`) {
 		t.Errorf("after an invalid file: %+v ready=%v", st.LeakMitigation, st.Ready)
 	}
-	if got := e.metric(`sandbox_webhook_policy_reload_errors_total{source="leak-mitigation"}`); got != 1 {
+	if got := e.metric("sandbox_webhook_policy_reload_errors_total", "source=leak-mitigation"); got != 1 {
 		t.Errorf("leak-mitigation reload errors = %v", got)
 	}
 
 	writeFile(t, leak, "policy")
-	eventually(t, "mode policy", func() bool { return e.status().LeakMitigation.Mode == "policy" })
+	testkit.WaitFor(t, "mode policy", time.Minute, testkit.Holds(func() bool { return e.status().LeakMitigation.Mode == "policy" }))
 }
 
 func TestLeakMitigationFileMissingAtStart(t *testing.T) {
@@ -212,7 +215,7 @@ func TestLeakMitigationFileMissingAtStart(t *testing.T) {
 	leak := filepath.Join(t.TempDir(), "leak")
 	e.opts.LeakMitigationFile = leak
 	e.start(nil)
-	eventually(t, "/status", func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK })
+	testkit.WaitFor(t, "/status", time.Minute, testkit.Holds(func() bool { code, _ := e.get(e.healthURL + "/status"); return code == http.StatusOK }))
 	st := e.status()
 	if st.Ready || st.Checks[checkPolicies] == "ok" || !strings.Contains(st.Checks[checkPolicies], "--leak-mitigation-file") {
 		t.Errorf("ready without the leak-mitigation file: %+v", st)
@@ -248,7 +251,7 @@ func TestReloadsNeverMix(t *testing.T) {
 		return mutate.Namespace{Name: "sandboxes"}, true
 	}
 	webhook := admission.NewHandler(&config, lookup, admission.NewMetrics(reg), logr.Discard()).Webhook()
-	body := reviewFor(t, "u", "sandboxes", sandboxPod)
+	body := reviewFor(t, "u", "sandboxes", sandboxPodJSON)
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

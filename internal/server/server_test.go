@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -26,7 +27,7 @@ func TestServe(t *testing.T) {
 	if m := e.marker(e.client); m != "a" {
 		t.Errorf("MARKER = %q", m)
 	}
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", strings.Replace(sandboxPod, `"app":"sandbox"`, `"app":"other"`, 1)))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", strings.Replace(sandboxPodJSON, `"app":"sandbox"`, `"app":"other"`, 1)))
 	if err != nil || res.status != http.StatusOK || !res.review.Response.Allowed || len(res.review.Response.Patch) != 0 {
 		t.Errorf("a non-sandbox pod: %v %d %s", err, res.status, res.body)
 	}
@@ -45,20 +46,24 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	for prefix, want := range map[string]float64{
-		`sandbox_webhook_admission_requests_total{outcome="mutated"}`:                          1,
-		`sandbox_webhook_admission_requests_total{outcome="unchanged"}`:                        1,
-		`sandbox_webhook_admission_duration_seconds_count{outcome="mutated"}`:                  1,
-		`sandbox_webhook_policy_hits_total{enforcement="enforce",mode="memory",policy="seed"}`: 1,
-		`sandbox_webhook_policy_reloads_total{source="policies"}`:                              1,
-		`sandbox_webhook_policy_reload_errors_total{source="policies"}`:                        0,
-		`sandbox_webhook_policy_reload_last_success{source="policies"}`:                        1,
-		`sandbox_webhook_policy_set_info{hash="` + st.Policies.Hash + `"}`:                     1,
-		`sandbox_webhook_leak_mitigation_info{mode="policy"}`:                                  1,
-		`sandbox_webhook_certificate_not_after_timestamp_seconds`:                              float64(st.Certificate.NotAfter.Unix()),
+	for _, m := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sandbox_webhook_admission_requests_total", []string{"outcome=mutated"}, 1},
+		{"sandbox_webhook_admission_requests_total", []string{"outcome=unchanged"}, 1},
+		{"sandbox_webhook_admission_duration_seconds_count", []string{"outcome=mutated"}, 1},
+		{"sandbox_webhook_policy_hits_total", []string{"enforcement=enforce", "mode=memory", "policy=seed"}, 1},
+		{"sandbox_webhook_policy_reloads_total", []string{"source=policies"}, 1},
+		{"sandbox_webhook_policy_reload_errors_total", []string{"source=policies"}, 0},
+		{"sandbox_webhook_policy_reload_last_success", []string{"source=policies"}, 1},
+		{"sandbox_webhook_policy_set_info", []string{"hash=" + st.Policies.Hash}, 1},
+		{"sandbox_webhook_leak_mitigation_info", []string{"mode=policy"}, 1},
+		{"sandbox_webhook_certificate_not_after_timestamp_seconds", nil, float64(st.Certificate.NotAfter.Unix())},
 	} {
-		if got := e.metric(prefix); got != want {
-			t.Errorf("%s = %v, want %v", prefix, got, want)
+		if got := e.metric(m.name, m.labels...); got != m.want {
+			t.Errorf("%s%q = %v, want %v", m.name, m.labels, got, m.want)
 		}
 	}
 	_, body := e.get(e.metricsURL)
@@ -85,7 +90,7 @@ func TestTLSMinVersion(t *testing.T) {
 			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 				RootCAs: e.ca.pool, MaxVersion: tls.VersionTLS12,
 			}}}
-			_, err := e.admit(c, reviewFor(t, "x", "sandboxes", sandboxPod))
+			_, err := e.admit(c, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 			if (err == nil) != tc.tls12Fine {
 				t.Errorf("TLS 1.2 client: err = %v", err)
 			}
@@ -99,12 +104,12 @@ func TestTLSMinVersion(t *testing.T) {
 					tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
 				},
 			}}}
-			if _, err := e.admit(cbc, reviewFor(t, "z", "sandboxes", sandboxPod)); err == nil {
+			if _, err := e.admit(cbc, reviewFor(t, "z", "sandboxes", sandboxPodJSON)); err == nil {
 				t.Errorf("a TLS 1.2 client with only CBC cipher suites was answered")
 			}
 			// HTTP/2 is off: even a client that offers it speaks HTTP/1.1.
 			h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool}, ForceAttemptHTTP2: true}}
-			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPod)))
+			resp, err := h2.Post(e.webhookURL, "application/json", bytes.NewReader(reviewFor(t, "y", "sandboxes", sandboxPodJSON)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,9 +139,9 @@ func testRequestBodyLimit(t *testing.T, limit int) {
 
 	// A valid review padded with an annotation to a given size.
 	sized := func(n int) []byte {
-		base := reviewFor(t, "s", "sandboxes", sandboxPod)
+		base := reviewFor(t, "s", "sandboxes", sandboxPodJSON)
 		pad := n - len(base) - len(`,"annotations":{"pad":""}`)
-		pod := strings.Replace(sandboxPod, `"labels"`, `"annotations":{"pad":"`+strings.Repeat("x", pad)+`"},"labels"`, 1)
+		pod := strings.Replace(sandboxPodJSON, `"labels"`, `"annotations":{"pad":"`+strings.Repeat("x", pad)+`"},"labels"`, 1)
 		b := reviewFor(t, "s", "sandboxes", pod)
 		if len(b) != n {
 			t.Fatalf("sized review is %d bytes, want %d", len(b), n)
@@ -163,7 +168,7 @@ func testRequestBodyLimit(t *testing.T, limit int) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "--max-request-bytes") {
 		t.Errorf("a chunked review over the limit: HTTP %d %q", resp.StatusCode, body)
 	}
-	if got := e.metric(`sandbox_webhook_admission_requests_total{outcome="error"}`); got != 2 {
+	if got := e.metric("sandbox_webhook_admission_requests_total", "outcome=error"); got != 2 {
 		t.Errorf("errors counted: %v, want 2", got)
 	}
 }
@@ -173,10 +178,10 @@ func TestNotReadyUntilPoliciesLoad(t *testing.T) {
 	writeFile(t, e.policyDir+"/seed.yaml", "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicy\nmetadata: {name: seed}\nspec: {bogus: 1}\n")
 	e.start(nil)
 
-	eventually(t, "the server to answer", func() bool {
+	testkit.WaitFor(t, "the server to answer", time.Minute, testkit.Holds(func() bool {
 		code, _ := e.get(e.healthURL + "/healthz")
 		return code == http.StatusOK
-	})
+	}))
 	if code, body := e.get(e.healthURL + "/readyz"); code == http.StatusOK || !strings.Contains(body, "[-]policies failed") {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
@@ -184,11 +189,11 @@ func TestNotReadyUntilPoliciesLoad(t *testing.T) {
 	if st.Ready || st.Policies.Loaded || len(st.Policies.Errors) == 0 || !strings.Contains(st.Policies.Errors[0], "bogus") {
 		t.Errorf("/status = %+v", st)
 	}
-	eventually(t, "the webhook listener", func() bool {
-		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	testkit.WaitFor(t, "the webhook listener", time.Minute, testkit.Holds(func() bool {
+		_, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 		return err == nil
-	})
-	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPod))
+	}))
+	res, err := e.admit(e.client, reviewFor(t, "x", "sandboxes", sandboxPodJSON))
 	if err != nil || res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "not ready") {
 		t.Errorf("admission before policies load: %v HTTP %d %q", err, res.status, res.body)
 	}

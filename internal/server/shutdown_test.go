@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -86,7 +87,7 @@ func TestGracefulShutdown(t *testing.T) {
 			client := e.newClient(false)
 			for n := 0; ; n++ {
 				sd := shuttingDown.Load()
-				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("h%d-%d", i, n), "sandboxes", sandboxPod))
+				res, err := e.admit(client, reviewFor(t, fmt.Sprintf("h%d-%d", i, n), "sandboxes", sandboxPodJSON))
 				if err != nil {
 					if sd || shuttingDown.Load() {
 						refused.Add(1)
@@ -103,11 +104,11 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "some load", func() bool { return ok.Load() >= 50 })
+	testkit.WaitFor(t, "some load", time.Minute, testkit.Holds(func() bool { return ok.Load() >= 50 }))
 
 	shuttingDown.Store(true)
 	e.cancel()
-	eventually(t, "the listener to close", e.listenerClosed)
+	testkit.WaitFor(t, "the listener to close", time.Minute, testkit.Holds(e.listenerClosed))
 	select {
 	case err := <-e.done:
 		t.Fatalf("Run returned (%v) while %d reviews were in flight", err, blocked)
@@ -165,16 +166,16 @@ func TestShutdownDelay(t *testing.T) {
 	}
 
 	e.cancel()
-	eventually(t, "not ready", func() bool {
+	testkit.WaitFor(t, "not ready", time.Minute, testkit.Holds(func() bool {
 		code, body := e.get(e.healthURL + "/readyz")
 		return code != http.StatusOK && strings.Contains(body, "[-]shutdown failed")
-	})
+	}))
 	for i := range 3 {
 		var reused bool
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 		})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "d", "sandboxes", sandboxPod))))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "d", "sandboxes", sandboxPodJSON))))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -219,12 +220,12 @@ func TestIdleDrain(t *testing.T) {
 	}
 	// The connection now sits idle in the client's pool.
 	e.cancel()
-	eventually(t, "the listener to close", e.listenerClosed)
+	testkit.WaitFor(t, "the listener to close", time.Minute, testkit.Holds(e.listenerClosed))
 	var reused bool
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 	})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "idle", "sandboxes", sandboxPod))))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.webhookURL, strings.NewReader(string(reviewFor(t, "idle", "sandboxes", sandboxPodJSON))))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/version"
 )
 
@@ -15,9 +17,9 @@ import (
 func TestDryRunOutputs(t *testing.T) {
 	for _, format := range []string{"yaml", "json", "patch", "diff"} {
 		t.Run(format, func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", "dry-run",
-				"--policy", golden.Path("examples/policies/memory"),
-				"-f", golden.Path("testdata/cli/workloads.yaml"), "-o", format)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", "dry-run",
+				"--policy", testkit.Path("examples/policies/memory"),
+				"-f", testkit.Path("testdata/cli/workloads.yaml"), "-o", format)
 			golden.Compare(t, "testdata/cli/workloads."+format+".golden",
 				[]byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 		})
@@ -26,7 +28,7 @@ func TestDryRunOutputs(t *testing.T) {
 
 func TestDryRunStdin(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {app: sandbox}\nspec:\n  containers: [{name: c, image: i}]\n"
-	stdout, stderr, code := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "-n", "sandboxes", "-o", "patch")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, pod, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-", "-n", "sandboxes", "-o", "patch")
 	if code != command.ExitOK {
 		t.Fatalf("exit code %d, stderr:\n%s", code, stderr)
 	}
@@ -43,9 +45,9 @@ func TestDryRunStdin(t *testing.T) {
 // TestExitCodes checks the documented exit codes and that each error says
 // what is wrong.
 func TestExitCodes(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	pod := golden.Path("testdata/pods/basic.yaml")
-	bad := golden.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
+	memory := testkit.Path("examples/policies/memory")
+	pod := testkit.Path("testdata/pods/basic.yaml")
+	bad := testkit.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
 	cases := []struct {
 		name    string
 		args    []string
@@ -78,7 +80,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, stderr, code := runCLI(t, "", c.args...)
+			_, stderr, code := commandtest.RunCLI(t, Main, "", c.args...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d; stderr:\n%s", code, c.code, stderr)
 			}
@@ -90,7 +92,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestValidateOutput(t *testing.T) {
-	stdout, _, code := runCLI(t, "", "validate", golden.Path("examples/policies/memory"), golden.Path("examples/policies/disk"))
+	stdout, _, code := commandtest.RunCLI(t, Main, "", "validate", testkit.Path("examples/policies/memory"), testkit.Path("examples/policies/disk"))
 	if code != command.ExitOK {
 		t.Fatalf("exit code %d", code)
 	}
@@ -102,15 +104,15 @@ func TestValidateOutput(t *testing.T) {
 // TestDryRunSummary: -o summary counts the corpus under several policies
 // with leak mitigation on, instead of a report per pod.
 func TestDryRunSummary(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("testdata/policies/multi"), "-p", golden.Path("examples/policies/memory"),
-		"-f", golden.Path("testdata/pods"), "-f", golden.Path("testdata/cli/workloads.yaml"),
-		"--namespaces", golden.Path(golden.Namespaces), "--leak-mitigation=on", "--predict", "-o", "summary")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "dry-run", "-p", testkit.Path("testdata/policies/multi"), "-p", testkit.Path("examples/policies/memory"),
+		"-f", testkit.Path("testdata/pods"), "-f", testkit.Path("testdata/cli/workloads.yaml"),
+		"--namespaces", testkit.Path(golden.Namespaces), "--leak-mitigation=on", "--predict", "-o", "summary")
 	golden.Compare(t, "testdata/cli/summary.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 }
 
 // TestVersion: version prints the stamped version alone.
 func TestVersion(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "", "version")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "version")
 	if code != command.ExitOK || stdout != version.Version+"\n" {
 		t.Errorf("version printed %q (exit code %d, stderr %q), want %q", stdout, code, stderr, version.Version+"\n")
 	}
@@ -121,8 +123,8 @@ func TestVersion(t *testing.T) {
 // pods without container requests, under the seed policy, which sets no
 // memory.request), and says what to do.
 func TestDryRunSummaryNoMemoryRequest(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("examples/policies/memory"),
-		"-f", golden.Path("examples/pods"), "-n", "sandboxes", "-o", "summary")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "dry-run", "-p", testkit.Path("examples/policies/memory"),
+		"-f", testkit.Path("examples/pods"), "-n", "sandboxes", "-o", "summary")
 	golden.Compare(t, "testdata/cli/summary-memory-request.golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 }
 
@@ -131,11 +133,11 @@ func TestDryRunSummaryNoMemoryRequest(t *testing.T) {
 // quantity the chart's schema lets through is refused with its file, entry
 // and field path.
 func TestValidateValues(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "", "validate", "--values", golden.Path("charts/sandbox-webhook/values.yaml"))
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "validate", "--values", testkit.Path("charts/sandbox-webhook/values.yaml"))
 	if code != command.ExitOK || !strings.Contains(stdout, "values.yaml: policies.inline[sandbox-seed.yaml]: policy sandbox-seed") {
 		t.Errorf("the chart's values: exit %d\n%s%s", code, stdout, stderr)
 	}
-	_, stderr, code = runCLI(t, "", "validate", "--values", golden.Path("testdata/cli/values-bad-policy.yaml"))
+	_, stderr, code = commandtest.RunCLI(t, Main, "", "validate", "--values", testkit.Path("testdata/cli/values-bad-policy.yaml"))
 	if want := `values-bad-policy.yaml: policies.inline[mine.yaml] (mine): spec.memory.limit: Invalid value: "8 Gi": must be a quantity such as 1Gi`; code == command.ExitOK || !strings.Contains(stderr, want) {
 		t.Errorf("a bad inline policy: exit %d\n%s\nwant it to say %s", code, stderr, want)
 	}

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestUsageExitCodes: extra arguments, missing required flags and bad
@@ -16,8 +18,8 @@ import (
 // marks the cases of sandbox-webhook, the server's); and each binary has
 // only its own commands.
 func TestUsageExitCodes(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	memory := testkit.Path("examples/policies/memory")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	out := t.TempDir()
 	cases := []struct {
 		name    string
@@ -61,11 +63,11 @@ func TestUsageExitCodes(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			run := runCLI
+			main := commandtest.Main(Main)
 			if c.server {
-				run = runServer
+				main = webhookcmd.Main
 			}
-			_, stderr, code := run(t, "", c.args...)
+			_, stderr, code := commandtest.RunCLI(t, main, "", c.args...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d; stderr:\n%s", code, c.code, stderr)
 			}
@@ -86,9 +88,9 @@ func TestValidateReportsEveryPath(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bad := golden.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
-	misspelled := golden.Path("policy/testdata/invalid-misspelled-field.yaml")
-	stdout, stderr, code := runCLI(t, "", "validate", bad, golden.Path("examples/policies/memory"), empty, misspelled, golden.Path("examples/policies"))
+	bad := testkit.Path("policy/testdata/invalid-hostpath-dangerous.yaml")
+	misspelled := testkit.Path("policy/testdata/invalid-misspelled-field.yaml")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, "", "validate", bad, testkit.Path("examples/policies/memory"), empty, misspelled, testkit.Path("examples/policies"))
 	if code != command.ExitError {
 		t.Errorf("exit code %d, want %d", code, command.ExitError)
 	}
@@ -96,7 +98,7 @@ func TestValidateReportsEveryPath(t *testing.T) {
 		bad + " (",
 		empty + ": holds no policy document",
 		misspelled + ` (misspelled): spec.enforcment: Forbidden: unknown field; did you mean "enforcement"?`,
-		golden.Path("examples/policies") + ": holds no *.yaml, *.yml or *.json file",
+		testkit.Path("examples/policies") + ": holds no *.yaml, *.yml or *.json file",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -110,14 +112,14 @@ func TestValidateReportsEveryPath(t *testing.T) {
 // TestEmptyPolicySetRefused: a directory of directories is not zero
 // policies but an error, for every command that loads policies.
 func TestEmptyPolicySetRefused(t *testing.T) {
-	dir := golden.Path("examples/policies")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	dir := testkit.Path("examples/policies")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	for _, args := range [][]string{
 		{"dry-run", "--policy", dir, "-f", pod},
 		{"export-map", "--policy", dir},
 	} {
 		t.Run(args[0], func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", args...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", args...)
 			if code != command.ExitError || !strings.Contains(stderr, dir+": holds no *.yaml, *.yml or *.json file") {
 				t.Errorf("exit code %d, stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 			}
@@ -131,21 +133,21 @@ func TestEmptyPolicySetRefused(t *testing.T) {
 func TestCertsGenerateRefusesToOverwrite(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"certs", "generate", "--out-dir", dir, "--host", "127.0.0.1"}
-	if _, stderr, code := runServer(t, "", args...); code != command.ExitOK {
+	if _, stderr, code := commandtest.RunCLI(t, webhookcmd.Main, "", args...); code != command.ExitOK {
 		t.Fatalf("first generate: exit code %d: %s", code, stderr)
 	}
 	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := runServer(t, "", args...)
+	_, stderr, code := commandtest.RunCLI(t, webhookcmd.Main, "", args...)
 	if code != command.ExitError || !strings.Contains(stderr, "ca.crt, tls.crt, tls.key in "+dir+": already exists") || !strings.Contains(stderr, "--force") {
 		t.Errorf("second generate: exit code %d, stderr:\n%s", code, stderr)
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(again) != string(ca) {
 		t.Error("the refused generate replaced ca.crt")
 	}
-	if _, stderr, code := runServer(t, "", append(args, "--force")...); code != command.ExitOK {
+	if _, stderr, code := commandtest.RunCLI(t, webhookcmd.Main, "", append(args, "--force")...); code != command.ExitOK {
 		t.Errorf("generate --force: exit code %d: %s", code, stderr)
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(again) == string(ca) {

@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestSpecialFilesRefused: every file the command line reads is a regular
@@ -16,8 +17,8 @@ import (
 // read from it: /dev/zero as a policy was read until memory ran out, and a
 // FIFO without a writer blocked for ever. Stdin stays -f - (TestDryRunStdin).
 func TestSpecialFilesRefused(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	pod := golden.Path("examples/pods/sandbox.yaml")
+	memory := testkit.Path("examples/policies/memory")
+	pod := testkit.Path("examples/pods/sandbox.yaml")
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.yaml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -36,12 +37,8 @@ func TestSpecialFilesRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for src, dst := range map[string]string{memory + "/sandbox-seed.yaml": "policies/sandbox-seed.yaml", pod: "pod.yaml"} {
-			raw, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(repo, dst), raw, 0o644); err != nil {
+		for src, dst := range map[string]string{testkit.SeedFile: "policies/sandbox-seed.yaml", "examples/pods/sandbox.yaml": "pod.yaml"} {
+			if err := os.WriteFile(filepath.Join(repo, dst), testkit.Read(t, src), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -100,7 +97,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 			"read " + filepath.Join(dir, "patch/fifo.yaml") + ": is a named pipe (FIFO), not a regular file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", c.args...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", c.args...)
 			if code != command.ExitError || stdout != "" || stderr != "Error: "+c.stderr+"\n" {
 				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant stderr:\nError: %s", code, command.ExitError, stdout, stderr, c.stderr)
 			}

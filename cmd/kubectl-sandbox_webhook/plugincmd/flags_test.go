@@ -10,7 +10,8 @@ import (
 
 	"github.com/sandbox-webhook/sandbox-webhook/cmd/webhook/webhookcmd"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -107,8 +108,8 @@ func checkSharedFlag(t *testing.T, path, name string) {
 // (and export-map --exclude-namespace x,y) as serve does: the whole output
 // is that of the repeated flag.
 func TestPolicyListsSplitOnCommas(t *testing.T) {
-	a, b := golden.Path("testdata/policies/multi/a-uv-cache.yaml"), golden.Path("testdata/policies/multi/b-extra.yaml")
-	pod := golden.Path("testdata/pods/basic.yaml")
+	a, b := testkit.Path("testdata/policies/multi/a-uv-cache.yaml"), testkit.Path("testdata/policies/multi/b-extra.yaml")
+	pod := testkit.Path("testdata/pods/basic.yaml")
 	for name, args := range map[string][2][]string{
 		"dry-run": {
 			{"dry-run", "-f", pod, "-o", "patch", "--policy", a, "--policy", b},
@@ -120,14 +121,14 @@ func TestPolicyListsSplitOnCommas(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			repeated, repeatedErr, code := runCLI(t, "", args[0]...)
+			repeated, repeatedErr, code := commandtest.RunCLI(t, Main, "", args[0]...)
 			if code != command.ExitOK {
 				t.Fatalf("%q: exit code %d:\n%s", args[0], code, repeatedErr)
 			}
 			if !strings.Contains(repeated+repeatedErr, "a-uv-cache") || !strings.Contains(repeated+repeatedErr, "b-extra") {
 				t.Fatalf("%q does not use both policies:\n%s%s", args[0], repeated, repeatedErr)
 			}
-			commas, commasErr, code := runCLI(t, "", args[1]...)
+			commas, commasErr, code := commandtest.RunCLI(t, Main, "", args[1]...)
 			if code != command.ExitOK || commas != repeated || commasErr != repeatedErr {
 				t.Errorf("%q (exit code %d):\n%s--- stderr\n%s\nwant, as %q:\n%s--- stderr\n%s",
 					args[1], code, commas, commasErr, args[0], repeated, repeatedErr)

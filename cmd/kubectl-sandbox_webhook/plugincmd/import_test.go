@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -37,8 +39,8 @@ func TestImportKyverno(t *testing.T) {
 		{"directory", []string{"--allow-partial", "."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Chdir(golden.Path("testdata/kyverno"))
-			stdout, stderr, code := runCLI(t, "", append([]string{"import", "kyverno"}, tc.args...)...)
+			t.Chdir(testkit.Path("testdata/kyverno"))
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", append([]string{"import", "kyverno"}, tc.args...)...)
 			golden.Compare(t, "testdata/kyverno/"+tc.name+".golden", []byte(fmt.Sprintf("%s--- stderr\n%sexit code: %d\n", stdout, stderr, code)))
 			if stdout == "" {
 				return
@@ -56,12 +58,12 @@ func TestImportKyverno(t *testing.T) {
 // TestImportKyvernoStdin: - reads standard input; a name that would end a
 // comment line is escaped.
 func TestImportKyvernoStdin(t *testing.T) {
-	raw, err := os.ReadFile(golden.Path("testdata/kyverno/notes-memory.yaml"))
+	raw, err := os.ReadFile(testkit.Path("testdata/kyverno/notes-memory.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := strings.Replace(string(raw), "rules:\n    - name: uv-cache-tmpfs", "rules:\n    - name: \"tmpfs\\nspec: {assets: [{name: x}]}\"", 1)
-	stdout, stderr, code := runCLI(t, in, "import", "kyverno", "-")
+	stdout, stderr, code := commandtest.RunCLI(t, Main, in, "import", "kyverno", "-")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -20,7 +21,7 @@ var (
 
 func readme(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(golden.Path("README.md"))
+	b, err := os.ReadFile(testkit.Path("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,14 +36,14 @@ func TestREADMEExamples(t *testing.T) {
 	if len(matches) < 2 {
 		t.Fatalf("found %d README examples, want the dry-run and the validate example", len(matches))
 	}
-	t.Chdir(golden.Root())
+	t.Chdir(testkit.Root())
 	for _, m := range matches {
 		want := "0"
 		if e := exitsRE.FindStringSubmatch(m[1]); e != nil {
 			want = e[1]
 		}
 		t.Run(m[2], func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", strings.Fields(m[2])...)
+			stdout, stderr, code := commandtest.RunCLI(t, Main, "", strings.Fields(m[2])...)
 			if got := stderr + stdout; got != m[3] {
 				t.Errorf("README shows:\n%s\nthe command prints:\n%s", m[3], got)
 			}
@@ -72,7 +73,7 @@ func TestREADMEPolicyReference(t *testing.T) {
 // TestExamplePolicies loads every shipped example policy directory.
 func TestExamplePolicies(t *testing.T) {
 	for _, dir := range []string{"examples/policies/memory", "examples/policies/disk", "testdata/policies/multi", "testdata/policies/hostpath-only.yaml"} {
-		if _, err := policy.Load(golden.Path(dir)); err != nil {
+		if _, err := policy.Load(testkit.Path(dir)); err != nil {
 			t.Errorf("%s: %v", dir, err)
 		}
 	}

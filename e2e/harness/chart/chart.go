@@ -1,5 +1,6 @@
-// Package chart renders the Helm chart (charts/sandbox-webhook) with the Helm
-// SDK for the e2e suite, the demo and the node e2e: the MutatingWebhookConfiguration
+// Package chart renders the Helm chart (charts/sandbox-webhook) for the e2e
+// suite, the demo and the node e2e, with the chart module's renderer (package
+// charts/render, the one its own tests use): the MutatingWebhookConfiguration
 // that points the apiserver at a local webhook process, or the whole manifest.
 // It is apart from package harness so that what only starts processes (the
 // load generator) does not link the Helm SDK.
@@ -17,10 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,11 +27,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/charts/render"
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
 // Dir is the chart's directory relative to the repository root.
-const Dir = "charts/sandbox-webhook"
+const Dir = render.Dir
 
 // ConfigOptions are the chart values that point a MutatingWebhookConfiguration
 // at a webhook process running outside the cluster.
@@ -195,27 +194,17 @@ func RenderManifestFor(ctx context.Context, root, release, namespace, kubeVersio
 	if kubeVersion == "" {
 		kubeVersion = harness.KubeVersion
 	}
-	chrt, err := loader.Load(filepath.Join(root, Dir))
+	chrt, err := render.Load(filepath.Join(root, Dir))
 	if err != nil {
-		return "", fmt.Errorf("loading the chart: %w", err)
+		return "", err
 	}
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.Replace = true
-	install.ReleaseName = release
-	install.Namespace = namespace
 	kv, err := common.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		return "", err
 	}
-	install.KubeVersion = kv
-	rel, err := install.RunWithContext(ctx, chrt, vals)
+	r, err := render.Render(ctx, chrt, render.Options{Release: release, Namespace: namespace, KubeVersion: kv}, vals)
 	if err != nil {
 		return "", fmt.Errorf("rendering the chart: %w", err)
-	}
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		return "", fmt.Errorf("rendering the chart: unexpected release type %T", rel)
 	}
 	return r.Manifest, nil
 }

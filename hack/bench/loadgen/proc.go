@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 	"github.com/sandbox-webhook/sandbox-webhook/hack/bench/benchdata"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // process is a server loadgen started: the webhook or the floor.
@@ -39,7 +41,7 @@ func startProcess(name string, args []string, logPath string) (*process, error) 
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = withoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG")
+	cmd.Env = harness.WithoutEnv(os.Environ(), "POD_NAMESPACE", "KUBECONFIG")
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
@@ -201,7 +203,7 @@ func (w webhookProcess) startup(ctx context.Context, i int) (startup, error) {
 }
 
 func (w webhookProcess) run(ctx context.Context, name string, poll time.Duration) (*process, time.Duration, error) {
-	ports, err := freePorts(3)
+	ports, err := testkit.FreePorts(3)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -251,7 +253,7 @@ func buildFloors(ctx context.Context, dir string) error {
 
 // startFloor starts a floor server on a free port.
 func startFloor(ctx context.Context, binary, certDir, logPath string) (*process, error) {
-	ports, err := freePorts(1)
+	ports, err := testkit.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -273,34 +275,6 @@ func startFloor(ctx context.Context, binary, certDir, logPath string) (*process,
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func withoutEnv(env []string, names ...string) []string {
-	var out []string
-next:
-	for _, kv := range env {
-		for _, n := range names {
-			if strings.HasPrefix(kv, n+"=") {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // tail returns the last lines of a log file.

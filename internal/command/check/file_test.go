@@ -1,16 +1,13 @@
 package check
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestFileErrors: check -f says what is wrong with the file before it
@@ -21,18 +18,14 @@ func TestFileErrors(t *testing.T) {
 	if err := os.WriteFile(list, []byte("apiVersion: v1\nkind: List\nitems: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pods := golden.Path("examples/pods")
+	pods := testkit.Path("examples/pods")
 	for file, want := range map[string]string{
 		list: "Error: " + list + ": holds a List; this takes one object, a pod or a workload (dry-run -f takes Lists)\n",
 		pods: "Error: " + pods + ": is a directory; this takes one file holding one object (dry-run -f takes directories)\n",
 	} {
-		var out, errOut bytes.Buffer
-		streams := command.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
-		root := &cobra.Command{Use: "kubectl-sandbox_webhook"}
-		root.AddCommand(NewCommand(streams))
-		command.Prepare(root, streams)
-		if code := command.Execute(root, []string{"check", "-f", file, "-p", golden.Path("examples/policies/memory")}, streams); code != command.ExitError || errOut.String() != want {
-			t.Errorf("check -f %s: exit code %d, stderr %q; want %q", file, code, errOut.String(), want)
+		_, stderr, code := commandtest.RunCLI(t, commandtest.Subcommand(NewCommand), "", "check", "-f", file, "-p", testkit.Path("examples/policies/memory"))
+		if code != command.ExitError || stderr != want {
+			t.Errorf("check -f %s: exit code %d, stderr %q; want %q", file, code, stderr, want)
 		}
 	}
 }

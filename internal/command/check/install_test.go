@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -40,7 +40,7 @@ func servedReport(t *testing.T, statusURL string, set *policy.Set) string {
 // its finding's line, its control characters escaped: a hostile server
 // cannot start a line of its own ("[ok] ...") in the report.
 func TestServedHashOnOneLine(t *testing.T) {
-	set, err := policy.Load(golden.Path("examples/policies/memory"))
+	set, err := policy.Load(testkit.Path("examples/policies/memory"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ verdict: errors found
 // TestStatusRedirects: --status-url's server may redirect on its own
 // scheme, host and port, not elsewhere: the error says where it pointed.
 func TestStatusRedirects(t *testing.T) {
-	set, err := policy.Load(golden.Path("examples/policies/memory"))
+	set, err := policy.Load(testkit.Path("examples/policies/memory"))
 	if err != nil {
 		t.Fatal(err)
 	}

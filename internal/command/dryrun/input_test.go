@@ -11,11 +11,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
-const sandboxPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers: [{name: c, image: i}]\n"
+// sandboxPodYAML is a sandbox pod as dry-run reads it, named by %s: text,
+// so that cases can break it in place.
+const sandboxPodYAML = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers: [{name: c, image: i}]\n"
 
 func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
@@ -44,12 +48,12 @@ func podNames(stderr string) []string {
 // last file and a directory failed.
 func TestInputFiles(t *testing.T) {
 	dir := t.TempDir()
-	a := writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(sandboxPod, "a"))
-	b := writeFile(t, filepath.Join(dir, "b.yaml"), fmt.Sprintf(sandboxPod, "b"))
-	writeFile(t, filepath.Join(dir, "pods", "c.yml"), fmt.Sprintf(sandboxPod, "c"))
+	a := writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(sandboxPodYAML, "a"))
+	b := writeFile(t, filepath.Join(dir, "b.yaml"), fmt.Sprintf(sandboxPodYAML, "b"))
+	writeFile(t, filepath.Join(dir, "pods", "c.yml"), fmt.Sprintf(sandboxPodYAML, "c"))
 	writeFile(t, filepath.Join(dir, "pods", "deep", "d.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d","namespace":"sandboxes","labels":{"app":"sandbox"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
 	writeFile(t, filepath.Join(dir, "pods", "notes.txt"), "not read")
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	cases := []struct {
 		name  string
 		args  []string
@@ -59,12 +63,12 @@ func TestInputFiles(t *testing.T) {
 		{"repeated", []string{"-f", a, "-f", b}, "", []string{"a", "b"}},
 		{"directory", []string{"-f", filepath.Join(dir, "pods")}, "", []string{"c"}},
 		{"recursive", []string{"-f", filepath.Join(dir, "pods"), "-R"}, "", []string{"c", "d"}},
-		{"stdin and a file", []string{"-f", "-", "-f", b}, fmt.Sprintf(sandboxPod, "s"), []string{"s", "b"}},
+		{"stdin and a file", []string{"-f", "-", "-f", b}, fmt.Sprintf(sandboxPodYAML, "s"), []string{"s", "b"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-p", memory, "-o", "patch"}, c.args...)
-			_, stderr, code := runCLI(t, c.stdin, args...)
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, args...)
 			if code != command.ExitOK {
 				t.Fatalf("exit code %d:\n%s", code, stderr)
 			}
@@ -78,8 +82,8 @@ func TestInputFiles(t *testing.T) {
 // TestInputSaysWhatHappened: input that used to pass silently with exit 0
 // now says what happened, and empty input fails.
 func TestInputSaysWhatHappened(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
-	namespaces := golden.Path(golden.Namespaces)
+	memory := testkit.Path("examples/policies/memory")
+	namespaces := testkit.Path(golden.Namespaces)
 	cases := []struct {
 		name   string
 		stdin  string
@@ -91,30 +95,30 @@ func TestInputSaysWhatHappened(t *testing.T) {
 		{"only comments", "# nothing\n---\n", nil, command.ExitError, []string{"no objects in the input"}},
 		{"configmap", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: sandboxes}\n", nil, command.ExitOK,
 			[]string{"ConfigMap sandboxes/cm: not a pod or a workload with a pod template: passed through unchanged"}},
-		{"lowercase kind", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "kind: Pod", "kind: pod", 1), nil, command.ExitOK,
+		{"lowercase kind", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "kind: Pod", "kind: pod", 1), nil, command.ExitOK,
 			[]string{`pod sandboxes/p: kind "pod" is not "Pod" (kinds are case-sensitive; the apiserver knows no "pod"): passed through unchanged`}},
-		{"lowercase kind --predict", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "kind: Pod", "kind: pod", 1), []string{"--predict"}, command.ExitRejected,
+		{"lowercase kind --predict", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "kind: Pod", "kind: pod", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`check: pod sandboxes/p: would be rejected: no kind "pod" is registered (did you mean "Pod"?)`}},
-		{"unknown field", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "containers:", "contaners:", 1), []string{"--predict"}, command.ExitRejected,
+		{"unknown field", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "containers:", "contaners:", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  unknown field "spec.contaners": the apiserver rejects it`, `  - strict decoding error: unknown field "spec.contaners"`, "  - spec.containers: Required value"}},
-		{"namespace not in --namespaces", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "sandboxes", "sandbxes", 1), []string{"--namespaces", namespaces}, command.ExitOK,
+		{"namespace not in --namespaces", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "sandboxes", "sandbxes", 1), []string{"--namespaces", namespaces}, command.ExitOK,
 			[]string{`note: namespace "sandbxes" is not in --namespaces ` + namespaces + `: the policies and --predict see none of its labels`}},
 		{"nested list", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items:\n  - " +
-			strings.ReplaceAll(strings.TrimSuffix(fmt.Sprintf(sandboxPod, "inner"), "\n"), "\n", "\n    ") + "\n", nil, command.ExitOK,
+			strings.ReplaceAll(strings.TrimSuffix(fmt.Sprintf(sandboxPodYAML, "inner"), "\n"), "\n", "\n    ") + "\n", nil, command.ExitOK,
 			[]string{"List : a List inside a List: its 1 items are mutated in place", "Pod sandboxes/inner:\n  sandbox-seed: matched"}},
 		{"items of another kind", "apiVersion: example.com/v1\nkind: Inventory\nmetadata: {name: inv, namespace: sandboxes}\nitems:\n- a\n- b\n", nil, command.ExitOK,
 			[]string{"Inventory sandboxes/inv: not a pod or a workload with a pod template: passed through unchanged"}},
-		{"duplicate container names", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "[{name: c, image: i}]", "[{name: c, image: i}, {name: c, image: j}]", 1), []string{"--predict"}, command.ExitRejected,
+		{"duplicate container names", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "[{name: c, image: i}]", "[{name: c, image: i}, {name: c, image: j}]", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  - spec.containers[1].name: Duplicate value: "c"`}},
-		{"negative request", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "image: i}", "image: i, resources: {requests: {cpu: \"-1\"}}}", 1), []string{"--predict"}, command.ExitRejected,
+		{"negative request", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "image: i}", "image: i, resources: {requests: {cpu: \"-1\"}}}", 1), []string{"--predict"}, command.ExitRejected,
 			[]string{`  - spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0`}},
-		{"control characters", strings.Replace(fmt.Sprintf(sandboxPod, "p"), "name: c,", "name: \"c\\e[2J\",", 1), []string{"--predict"}, command.ExitOK,
+		{"control characters", strings.Replace(fmt.Sprintf(sandboxPodYAML, "p"), "name: c,", "name: \"c\\e[2J\",", 1), []string{"--predict"}, command.ExitOK,
 			[]string{`check: Pod sandboxes/p: accepted`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"dry-run", "-p", memory, "-f", "-"}, c.extra...)
-			_, stderr, code := runCLI(t, c.stdin, args...)
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, args...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d:\n%s", code, c.code, stderr)
 			}
@@ -134,7 +138,7 @@ func TestInputSaysWhatHappened(t *testing.T) {
 // terminal escapes are printed escaped in every report line.
 func TestReportEscapesControlCharacters(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"p\\e[2J\"\n  namespace: sandboxes\n  labels: {app: sandbox}\nspec:\n  containers:\n  - name: \"grader\\e[2J\"\n    image: i\n    env: [{name: UV_LINK_MODE, value: hardlink}]\n"
-	_, stderr, _ := runCLI(t, pod, "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
+	_, stderr, _ := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-", "--predict", "-o", "diff")
 	if strings.ContainsRune(stderr, 0x1b) {
 		t.Fatalf("stderr holds a raw escape character:\n%q", stderr)
 	}
@@ -148,7 +152,7 @@ func TestReportEscapesControlCharacters(t *testing.T) {
 // TestInputLimits: alias expansion and object size are bounded, with an
 // error that says so; before, a 1 MB file of aliases took gigabytes.
 func TestInputLimits(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	var laughs strings.Builder
 	laughs.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a \"" + strings.Repeat("x", 1<<16) + "\"\n")
 	prev := "a"
@@ -157,7 +161,7 @@ func TestInputLimits(t *testing.T) {
 		fmt.Fprintf(&laughs, "  %s: &%s [%s]\n", name, name, strings.TrimSuffix(strings.Repeat("*"+prev+",", 10), ","))
 		prev = name
 	}
-	huge := fmt.Sprintf(sandboxPod, "big") + "  # " + strings.Repeat("y", input.MaxObjectBytes) + "\n"
+	huge := fmt.Sprintf(sandboxPodYAML, "big") + "  # " + strings.Repeat("y", input.MaxObjectBytes) + "\n"
 	hugeItem := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(huge, "\n"), "\n", "\n  ") + "\n"
 	cases := []struct{ name, stdin, want string }{
 		{"aliases", laughs.String(), "stdin: document 1: YAML aliases expand to more than 8 MiB"},
@@ -167,7 +171,7 @@ func TestInputLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, stderr, code := runCLI(t, c.stdin, "dry-run", "-p", memory, "-f", "-")
+			_, stderr, code := commandtest.RunCLI(t, cli, c.stdin, "dry-run", "-p", memory, "-f", "-")
 			if code != command.ExitError || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit code %d, want %d with %q:\n%.2000s", code, command.ExitError, c.want, stderr)
 			}
@@ -180,10 +184,10 @@ func TestInputLimits(t *testing.T) {
 // and flow style, items indented or not) and from JSON (kubectl's key order:
 // kind after the items).
 func TestStreamedListOutput(t *testing.T) {
-	memory := golden.Path("examples/policies/memory")
+	memory := testkit.Path("examples/policies/memory")
 	var items []any
 	for _, name := range []string{"basic", "init-and-sidecar", "not-sandbox", "windows"} {
-		b, err := os.ReadFile(golden.Path("testdata/pods/" + name + ".yaml"))
+		b, err := os.ReadFile(testkit.Path("testdata/pods/" + name + ".yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +221,7 @@ func TestStreamedListOutput(t *testing.T) {
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
 			for _, format := range []string{"yaml", "json"} {
-				stdout, stderr, code := runCLI(t, in, "dry-run", "-p", memory, "-f", "-", "-o", format)
+				stdout, stderr, code := commandtest.RunCLI(t, cli, in, "dry-run", "-p", memory, "-f", "-", "-o", format)
 				if code != command.ExitOK {
 					t.Fatalf("exit code %d:\n%s", code, stderr)
 				}
@@ -247,7 +251,7 @@ func TestStreamedListOutput(t *testing.T) {
 	}
 	// An empty List (kubectl get of an empty namespace) is zero pods:
 	// passed through, said, and not an error (TestEmptyList).
-	stdout, stderr, code := runCLI(t, `{"apiVersion":"v1","items":[],"kind":"List","metadata":{}}`, "dry-run", "-p", memory, "-f", "-")
+	stdout, stderr, code := commandtest.RunCLI(t, cli, `{"apiVersion":"v1","items":[],"kind":"List","metadata":{}}`, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || !strings.Contains(stdout, "items: []") || !strings.Contains(stderr, "hold no items") {
 		t.Errorf("an empty List: exit code %d:\n%s%s", code, stdout, stderr)
 	}

@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestEmptyList: kubectl get of an empty namespace prints an empty List;
 // dry-run passes it through and says so, instead of failing.
 func TestEmptyList(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "apiVersion: v1\nkind: List\nitems: []\n", "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-")
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "apiVersion: v1\nkind: List\nitems: []\n", "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-")
 	if code != command.ExitOK || stdout != "apiVersion: v1\nitems: []\nkind: List\n" || stderr != "the input's Lists hold no items: nothing to mutate\n" {
 		t.Errorf("exit code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if _, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", "-"); code != command.ExitError || !strings.Contains(stderr, "no objects in the input") {
+	if _, stderr, code := commandtest.RunCLI(t, cli, "", "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", "-"); code != command.ExitError || !strings.Contains(stderr, "no objects in the input") {
 		t.Errorf("empty input: exit code %d, stderr %q", code, stderr)
 	}
 }
@@ -30,7 +31,7 @@ func TestNamespacesDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stdout, stderr, code := runCLI(t, "", "dry-run", "-p", golden.Path("examples/policies/memory"), "-f", golden.Path("examples/pods/sandbox.yaml"), "--namespaces", dir, "-o", "summary")
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "dry-run", "-p", testkit.Path("examples/policies/memory"), "-f", testkit.Path("examples/pods/sandbox.yaml"), "--namespaces", dir, "-o", "summary")
 	if code != command.ExitOK || strings.Contains(stdout, "not in --namespaces") || !strings.Contains(stdout, "changed: 1 of 1") {
 		t.Errorf("exit code %d:\n%s%s", code, stdout, stderr)
 	}

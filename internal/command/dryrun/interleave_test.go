@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestReportWithItsObject: where stdout and stderr are one file (a terminal,
@@ -22,11 +20,8 @@ func TestReportWithItsObject(t *testing.T) {
 	}
 	defer f.Close()
 	streams := command.IOStreams{In: strings.NewReader(""), Out: f, ErrOut: f}
-	root := &cobra.Command{Use: "kubectl-sandbox_webhook"}
-	root.AddCommand(NewCommand(streams))
-	command.Prepare(root, streams)
-	if code := command.Execute(root, []string{"dry-run", "-p", golden.Path("examples/policies/memory"),
-		"-f", golden.Path("examples/pods/sandbox.yaml"), "-f", golden.Path("examples/pods/ordinary.yaml"), "-o", "diff"}, streams); code != command.ExitOK {
+	if code := cli([]string{"dry-run", "-p", testkit.Path("examples/policies/memory"),
+		"-f", testkit.Path("examples/pods/sandbox.yaml"), "-f", testkit.Path("examples/pods/ordinary.yaml"), "-o", "diff"}, streams); code != command.ExitOK {
 		t.Fatalf("exit code %d", code)
 	}
 	b, err := os.ReadFile(f.Name())

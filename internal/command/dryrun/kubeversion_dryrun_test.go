@@ -2,10 +2,11 @@ package dryrun
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // TestDryRunKubeTarget predicts, for the target apiserver, what the webhook
@@ -27,9 +28,9 @@ func TestDryRunKubeTarget(t *testing.T) {
 		{"own-image-volume-1.34", "testdata/cli/own-image-volume.yaml", []string{"--kube-version", "1.34"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"dry-run", "-f", golden.Path(c.pod), "--namespaces", golden.Path(golden.Namespaces),
-				"--predict", "--policy", golden.Path("examples/policies/memory")}, c.target...)
-			stdout, stderr, code := runCLI(t, "", args...)
+			args := append([]string{"dry-run", "-f", testkit.Path(c.pod), "--namespaces", testkit.Path(golden.Namespaces),
+				"--predict", "--policy", testkit.Path("examples/policies/memory")}, c.target...)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", args...)
 			golden.Compare(t, "testdata/cli/kube-target-"+c.name+".golden",
 				fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
 		})
@@ -43,9 +44,5 @@ func TestDryRunKubeTarget(t *testing.T) {
 
 func readGolden(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(golden.Path("testdata/cli/kube-target-" + name + ".golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(testkit.Read(t, "testdata/cli/kube-target-"+name+".golden"))
 }

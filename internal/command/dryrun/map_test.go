@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // TestDryRunMAP: dry-run --map reports, for every corpus pod under every
@@ -20,7 +22,7 @@ func TestDryRunMAP(t *testing.T) {
 	var pods []string
 	for _, c := range golden.Cases(t) {
 		if c.Set.Name == golden.Sets[0].Name {
-			b, err := os.ReadFile(golden.Path(c.Input))
+			b, err := os.ReadFile(testkit.Path(c.Input))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,14 +35,14 @@ func TestDryRunMAP(t *testing.T) {
 	}
 	for _, set := range golden.Sets {
 		t.Run(set.Name, func(t *testing.T) {
-			args := []string{"dry-run", "--map", "-f", input, "--namespaces", golden.Path(golden.Namespaces)}
+			args := []string{"dry-run", "--map", "-f", input, "--namespaces", testkit.Path(golden.Namespaces)}
 			for _, p := range set.Policies {
-				args = append(args, "--policy", golden.Path(p))
+				args = append(args, "--policy", testkit.Path(p))
 			}
 			if set.LeakMitigation != "" {
 				args = append(args, "--leak-mitigation="+set.LeakMitigation)
 			}
-			stdout, stderr, code := runCLI(t, "", args...)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", args...)
 			if want := set.NoMAP; want != "" {
 				if code == command.ExitOK || !strings.Contains(stderr, want) {
 					t.Fatalf("exit code %d, want a failure naming %q:\n%s", code, want, stderr)
@@ -53,7 +55,7 @@ func TestDryRunMAP(t *testing.T) {
 			if n := strings.Count(stderr, ": the MAP gives the same pod as the webhook\n"); n != len(pods) {
 				t.Errorf("agreement reported for %d of %d pods:\n%s", n, len(pods), stderr)
 			}
-			plain, _, _ := runCLI(t, "", slices.Delete(slices.Clone(args), 1, 2)...)
+			plain, _, _ := commandtest.RunCLI(t, cli, "", slices.Delete(slices.Clone(args), 1, 2)...)
 			if stdout != plain {
 				t.Errorf("--map changed the output:\n%s\nwithout --map:\n%s", stdout, plain)
 			}
@@ -63,8 +65,8 @@ func TestDryRunMAP(t *testing.T) {
 
 // TestDryRunMAPGaps: dry-run --map names the gaps of a partial export.
 func TestDryRunMAPGaps(t *testing.T) {
-	_, stderr, code := runCLI(t, "", "dry-run", "--map", "-p", golden.Path("testdata/policies/multi"),
-		"-f", golden.Path("testdata/pods/basic.yaml"))
+	_, stderr, code := commandtest.RunCLI(t, cli, "", "dry-run", "--map", "-p", testkit.Path("testdata/policies/multi"),
+		"-f", testkit.Path("testdata/pods/basic.yaml"))
 	if code != command.ExitOK {
 		t.Fatalf("exit code %d:\n%s", code, stderr)
 	}
@@ -106,7 +108,7 @@ func TestDryRunMAPBoundsQuantities(t *testing.T) {
 	}
 	done := make(chan string, 1)
 	go func() {
-		_, stderr, _ := runCLI(t, "", "dry-run", "--map", "-f", input, "--policy", golden.Path("examples/policies/memory"), "-o", "summary")
+		_, stderr, _ := commandtest.RunCLI(t, cli, "", "dry-run", "--map", "-f", input, "--policy", testkit.Path("examples/policies/memory"), "-o", "summary")
 		done <- stderr
 	}()
 	var stderr string

@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 // TestStatusAlways: with --status-always, as the chart's guard runs the
@@ -19,12 +20,12 @@ spec:
   containers:
   - {name: c, image: i}
 `
-	memory := golden.Path("examples/policies/memory")
-	without, _, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-")
+	memory := testkit.Path("examples/policies/memory")
+	without, _, code := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", memory, "-f", "-")
 	if code != command.ExitOK || strings.Contains(without, "sandbox-webhook.io/status") {
 		t.Fatalf("without --status-always: exit code %d:\n%s", code, without)
 	}
-	with, _, code := runCLI(t, pod, "dry-run", "-p", memory, "-f", "-", "--status-always")
+	with, _, code := commandtest.RunCLI(t, cli, pod, "dry-run", "-p", memory, "-f", "-", "--status-always")
 	want := strings.Replace(without, "metadata:\n", "metadata:\n  annotations:\n    sandbox-webhook.io/status: '{\"policies\":[]}'\n", 1)
 	if code != command.ExitOK || with != want {
 		t.Errorf("with --status-always: exit code %d\n got:\n%s\nwant:\n%s", code, with, want)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 )
 
 func TestCommand(t *testing.T) {
@@ -22,7 +22,7 @@ func TestCommand(t *testing.T) {
 		err := cmd.Execute()
 		return out.String(), err
 	}
-	multi := golden.Path("testdata/policies/multi")
+	multi := testkit.Path("testdata/policies/multi")
 
 	t.Run("refuses gaps", func(t *testing.T) {
 		out, err := run("-p", multi)
@@ -54,7 +54,7 @@ func TestCommand(t *testing.T) {
 		}
 	})
 	t.Run("json", func(t *testing.T) {
-		out, err := run("-p", golden.Path("examples/policies/disk"), "-o", "json")
+		out, err := run("-p", testkit.Path("examples/policies/disk"), "-o", "json")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestCommand(t *testing.T) {
 		}
 	})
 	t.Run("static", func(t *testing.T) {
-		out, err := run("-p", golden.Path("examples/policies/memory"), "--static")
+		out, err := run("-p", testkit.Path("examples/policies/memory"), "--static")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,14 +8,19 @@ import (
 	"testing"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/command"
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/command/commandtest"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
+
+// cli is the command line with test its one subcommand.
+var cli = commandtest.Subcommand(NewCommand)
 
 // TestExamples runs the examples' policy tests, as a policy repository's CI
 // would: make test keeps them passing.
 func TestExamples(t *testing.T) {
-	t.Chdir(golden.Root())
-	stdout, stderr, code := runCLI(t, "", "test", "examples/tests")
+	t.Chdir(testkit.Root())
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "examples/tests")
 	if code != command.ExitOK || stderr != "" {
 		t.Fatalf("exit code %d:\n%s%s", code, stdout, stderr)
 	}
@@ -28,17 +33,17 @@ func TestExamples(t *testing.T) {
 // files with their goldens: the diffs a policy author reads, and the exit
 // code.
 func TestTestCommand(t *testing.T) {
-	t.Chdir(golden.Root())
+	t.Chdir(testkit.Root())
 	for _, name := range []string{"failing", "invalid"} {
 		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := runCLI(t, "", "test", "testdata/test/"+name)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "testdata/test/"+name)
 			golden.Compare(t, "testdata/test/"+name+".golden", fmt.Appendf(nil, "%s--- stderr\n%sexit code: %d\n", stdout, stderr, code))
 		})
 	}
-	if _, stderr, code := runCLI(t, "", "test"); code != command.ExitUsage {
+	if _, stderr, code := commandtest.RunCLI(t, cli, "", "test"); code != command.ExitUsage {
 		t.Errorf("test without a path: exit code %d, want %d:\n%s", code, command.ExitUsage, stderr)
 	}
-	if _, stderr, code := runCLI(t, "", "test", "policy"); code != command.ExitError || !strings.Contains(stderr, "policy: no sandbox-webhook-test.yaml file in it") {
+	if _, stderr, code := commandtest.RunCLI(t, cli, "", "test", "policy"); code != command.ExitError || !strings.Contains(stderr, "policy: no sandbox-webhook-test.yaml file in it") {
 		t.Errorf("a directory without tests: exit code %d:\n%s", code, stderr)
 	}
 }
@@ -58,11 +63,11 @@ cases:
   - name: "fails\rPASS evil: fails"
     input: %q
     unchanged: true
-`, golden.Path("examples/policies/memory"), golden.Path("examples/pods/sandbox.yaml"))
+`, testkit.Path("examples/policies/memory"), testkit.Path("examples/pods/sandbox.yaml"))
 	if err := os.WriteFile(filepath.Join(dir, "sandbox-webhook-test.yaml"), []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := runCLI(t, "", "test", "--allow-outside-root", dir)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", dir)
 	if code != command.ExitError {
 		t.Fatalf("exit code %d, want %d:\n%s%s", code, command.ExitError, stdout, stderr)
 	}
@@ -98,15 +103,6 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func readGolden(t *testing.T, rel string) string {
-	t.Helper()
-	raw, err := os.ReadFile(golden.Path(rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
-}
-
 // secrets are planted beside a checkout, as on a CI runner: a kubeconfig, a
 // Docker config.json and a service-account token.
 var secrets = map[string]string{
@@ -124,7 +120,7 @@ var secrets = map[string]string{
 func TestPathsConfinedToRoot(t *testing.T) {
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "repo")
-	pod, seed := readGolden(t, "examples/pods/sandbox.yaml"), readGolden(t, "examples/policies/memory/sandbox-seed.yaml")
+	pod, seed := string(testkit.Read(t, "examples/pods/sandbox.yaml")), string(testkit.Seed(t))
 	files := map[string]string{
 		"outside/pods/sandbox.yaml":         pod,
 		"repo/.git":                         "dir/",
@@ -168,7 +164,7 @@ cases:
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(repo, "tests", c.name, TestFileName)
-			stdout, stderr, code := runCLI(t, "", "test", file)
+			stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file)
 			if want := "Error: " + file + ": " + c.want + "\n"; code != command.ExitError || stdout != "" || stderr != want {
 				t.Errorf("exit code %d\nstdout:\n%s\nstderr:\n%s\nwant exit code 1, no stdout and the stderr:\n%s", code, stdout, stderr, want)
 			}
@@ -182,24 +178,24 @@ cases:
 func TestAllowOutsideRoot(t *testing.T) {
 	tmp := t.TempDir()
 	writeTree(t, tmp, map[string]string{
-		"shared/policies/sandbox-seed.yaml": readGolden(t, "examples/policies/memory/sandbox-seed.yaml"),
+		"shared/policies/sandbox-seed.yaml": string(testkit.Seed(t)),
 		"repo/.git":                         "dir/",
-		"repo/pods/sandbox.yaml":            readGolden(t, "examples/pods/sandbox.yaml"),
+		"repo/pods/sandbox.yaml":            string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"repo/" + TestFileName:              "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: shared}\npolicies: [../shared/policies]\ncases: [{name: c, input: pods/sandbox.yaml, matched: [sandbox-seed]}]\n",
 		"zero/.git":                         "dir/",
-		"zero/pods/sandbox.yaml":            readGolden(t, "examples/pods/sandbox.yaml"),
+		"zero/pods/sandbox.yaml":            string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"zero/" + TestFileName:              "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\npolicies: [../shared/policies]\ncases: [{name: c, input: pods/sandbox.yaml, object: /dev/zero}]\n",
 	})
 	file := filepath.Join(tmp, "repo", TestFileName)
-	if stdout, stderr, code := runCLI(t, "", "test", file); code != command.ExitError || !strings.HasPrefix(stderr, "Error: "+file+": paths that resolve outside the root") {
+	if stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file); code != command.ExitError || !strings.HasPrefix(stderr, "Error: "+file+": paths that resolve outside the root") {
 		t.Errorf("without the flag: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	stdout, stderr, code := runCLI(t, "", "test", "--allow-outside-root", file)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", file)
 	if code != command.ExitOK || stdout != "PASS shared: c\n1 passed, 0 failed\n" || stderr != "" {
 		t.Errorf("with the flag: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	zero := filepath.Join(tmp, "zero", TestFileName)
-	stdout, stderr, code = runCLI(t, "", "test", "--allow-outside-root", zero)
+	stdout, stderr, code = commandtest.RunCLI(t, cli, "", "test", "--allow-outside-root", zero)
 	if want := "Error: " + zero + `: case "c": read /dev/zero: is a character device, not a regular file` + "\n"; code != command.ExitError || stdout != "" || stderr != want {
 		t.Errorf("/dev/zero with the flag: exit code %d\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
 	}
@@ -216,12 +212,12 @@ func TestRootWithoutGit(t *testing.T) {
 		}
 	}
 	writeTree(t, tmp, map[string]string{
-		"policies/sandbox-seed.yaml": readGolden(t, "examples/policies/memory/sandbox-seed.yaml"),
-		"pods/sandbox.yaml":          readGolden(t, "examples/pods/sandbox.yaml"),
+		"policies/sandbox-seed.yaml": string(testkit.Seed(t)),
+		"pods/sandbox.yaml":          string(testkit.Read(t, "examples/pods/sandbox.yaml")),
 		"tests/" + TestFileName:      "apiVersion: sandbox-webhook.io/v1alpha1\nkind: SandboxPolicyTest\nmetadata: {name: up}\npolicies: [../policies]\ncases: [{name: c, input: ../pods/sandbox.yaml, matched: [sandbox-seed]}]\n",
 	})
 	file := filepath.Join(tmp, "tests", TestFileName)
-	stdout, stderr, code := runCLI(t, "", "test", file)
+	stdout, stderr, code := commandtest.RunCLI(t, cli, "", "test", file)
 	want := "Error: " + file + ": paths that resolve outside the root " + filepath.Join(tmp, "tests") +
 		" (the test file's directory: no directory above it holds .git) are not read; --allow-outside-root reads them:\n" +
 		"  policies[0]: ../policies\n" +
@@ -231,7 +227,7 @@ func TestRootWithoutGit(t *testing.T) {
 	}
 	// A worktree's .git is a file.
 	writeTree(t, tmp, map[string]string{".git": "gitdir: /elsewhere/.git/worktrees/x\n"})
-	stdout, stderr, code = runCLI(t, "", "test", file)
+	stdout, stderr, code = commandtest.RunCLI(t, cli, "", "test", file)
 	if code != command.ExitOK || stdout != "PASS up: c\n1 passed, 0 failed\n" || stderr != "" {
 		t.Errorf("with a .git file: exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
 // BenchmarkRun measures one admission through the exported seed policy with

@@ -14,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandbox-webhook/sandbox-webhook/internal/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/mapexport"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
@@ -79,7 +80,7 @@ func offlineSets() []golden.Set {
 func offlinePods(t *testing.T) []string {
 	var pods []string
 	for _, pattern := range []string{"testdata/pods/*.yaml", "internal/mapexport/testdata/pods/*.yaml"} {
-		m, err := filepath.Glob(golden.Path(pattern))
+		m, err := filepath.Glob(testkit.Path(pattern))
 		if err != nil || len(m) == 0 {
 			t.Fatalf("no pods in %s: %v", pattern, err)
 		}
@@ -92,7 +93,7 @@ func offlinePods(t *testing.T) []string {
 // mapexport's.
 func offlineNamespaces(t *testing.T) map[string]map[string]string {
 	labels := golden.NamespaceLabels(t)
-	raw, err := os.ReadFile(golden.Path("internal/mapexport/testdata/namespaces.yaml"))
+	raw, err := os.ReadFile(testkit.Path("internal/mapexport/testdata/namespaces.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestOfflineEquivalence(t *testing.T) {
 			mutated := 0
 			for _, file := range pods {
 				t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-					rel, _ := filepath.Rel(golden.Root(), file)
+					rel, _ := filepath.Rel(testkit.Root(), file)
 					_, in := golden.Pod(t, rel)
 					in = canonical(t, in)
 					labels, ok := nsLabels[in.Namespace]

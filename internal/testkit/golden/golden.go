@@ -14,7 +14,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
 
@@ -78,22 +78,13 @@ type Case struct {
 // Namespaces is the file of Namespace objects the corpus pods live in.
 const Namespaces = "testdata/namespaces.yaml"
 
-// Root returns the repository root.
-func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// Path returns a repository-relative path as an absolute one.
-func Path(rel string) string { return filepath.Join(Root(), rel) }
-
 // Policies loads the policy files and directories at the repository-relative
 // paths rel, failing t if they do not load.
 func Policies(t testing.TB, rel ...string) *policy.Set {
 	t.Helper()
 	abs := make([]string, len(rel))
 	for i, p := range rel {
-		abs[i] = Path(p)
+		abs[i] = testkit.Path(p)
 	}
 	set, err := policy.Load(abs...)
 	if err != nil {
@@ -105,7 +96,7 @@ func Policies(t testing.TB, rel ...string) *policy.Set {
 // Cases returns every corpus case, in a stable order.
 func Cases(t testing.TB) []Case {
 	t.Helper()
-	inputs, err := filepath.Glob(Path("testdata/pods/*.yaml"))
+	inputs, err := filepath.Glob(testkit.Path("testdata/pods/*.yaml"))
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no corpus pods in testdata/pods: %v", err)
 	}
@@ -134,7 +125,7 @@ func Refresh() bool { return os.Getenv("REFRESH_GOLDEN") == "true" }
 // or rewrites it when Refresh().
 func Compare(t testing.TB, rel string, got []byte) {
 	t.Helper()
-	path := Path(rel)
+	path := testkit.Path(rel)
 	if Refresh() {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -161,12 +152,12 @@ func CheckStale(t testing.TB) {
 		want[filepath.Clean(c.Output)] = true
 		want[filepath.Clean(c.Report)] = true
 	}
-	root := Path("testdata/golden")
+	root := testkit.Path("testdata/golden")
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(Root(), p)
+		rel, _ := filepath.Rel(testkit.Root(), p)
 		if !want[rel] {
 			if Refresh() {
 				return os.Remove(p)
@@ -183,7 +174,7 @@ func CheckStale(t testing.TB) {
 // NamespaceLabels returns the labels of the corpus namespaces by name.
 func NamespaceLabels(t testing.TB) map[string]map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile(Path(Namespaces))
+	raw, err := os.ReadFile(testkit.Path(Namespaces))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +197,7 @@ func NamespaceLabels(t testing.TB) map[string]map[string]string {
 // way an AdmissionReview carries it, and decoded.
 func Pod(t testing.TB, rel string) ([]byte, *corev1.Pod) {
 	t.Helper()
-	raw, err := os.ReadFile(Path(rel))
+	raw, err := os.ReadFile(testkit.Path(rel))
 	if err != nil {
 		t.Fatal(err)
 	}
