@@ -81,7 +81,7 @@ func TestGuard(t *testing.T) {
 	testkit.WaitFor(t, "the apiserver to call the changed first entry", time.Minute, func() error {
 		_, err := suite.cs.CoreV1().Pods(ns).Create(t.Context(), testkit.SandboxPod(ns, "dry", sleeping), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if now := failOpen(); err != nil || now <= opened {
-			return fmt.Errorf("fail-opens %v, create %v", now, err)
+			return fmt.Errorf("fail-opens %v, create %w", now, err)
 		}
 		return nil
 	})

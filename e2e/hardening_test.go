@@ -261,11 +261,11 @@ func TestThirdRoundAttacksHeld(t *testing.T) {
 		scrapeTries++
 		m, err := in.webhook.Metrics(t.Context())
 		if err != nil {
-			return fmt.Errorf("scrape: %v", err)
+			return fmt.Errorf("scrape: %w", err)
 		}
 		metrics = m
 		if code, _, err := in.webhook.Readyz(t.Context()); err != nil || code != http.StatusOK {
-			return fmt.Errorf("readyz: %d %v", code, err)
+			return fmt.Errorf("readyz: %d %w", code, err)
 		}
 		return nil
 	})

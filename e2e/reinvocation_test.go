@@ -197,7 +197,7 @@ func startInjector(t *testing.T, in *instance, injector *sidecarInjector) {
 		injector.mu.Lock()
 		defer injector.mu.Unlock()
 		if len(injector.sawMutated) == 0 {
-			return fmt.Errorf("not called; the probe: %v", err)
+			return fmt.Errorf("not called; the probe: %w", err)
 		}
 		return nil
 	})
