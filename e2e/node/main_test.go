@@ -224,8 +224,16 @@ func runSuite(m *testing.M) (code int, err error) {
 	}
 	suite.config = cp.Config
 
-	// The asset the policy mounts, staged on the "shared storage".
-	assets := filepath.Join(dir, "assets", "rebench-v2")
+	// The asset the policy mounts, staged on the "shared storage": under
+	// /mnt, where policy validation lets a hostPath be, wherever the
+	// repository is checked out (/tmp and /home are refused).
+	shared, err := os.MkdirTemp("/mnt", "sandbox-webhook-node-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	// Removed once the node is stopped (stops run last to first).
+	stops = append(stops, func() error { return os.RemoveAll(shared) })
+	assets := filepath.Join(shared, "rebench-v2")
 	if err := os.MkdirAll(assets, 0o755); err != nil {
 		return 1, err
 	}
