@@ -42,21 +42,15 @@ func (a *applier) diskBudget(sel []target) {
 		return
 	}
 	eph := corev1.ResourceEphemeralStorage
-	own := ""
-	eachResources(&a.pod.Spec, func(name string, r *corev1.ResourceRequirements) {
-		_, lim := r.Limits[eph]
-		_, req := r.Requests[eph]
-		if own == "" && (lim || req) {
-			own = name
-		}
-	})
+	owners := ephemeralStorageOwners(&a.pod.Spec)
 	lim, hasLim := carrier.Resources.Limits[eph]
 	req, hasReq := carrier.Resources.Requests[eph]
 	switch {
-	case own == carrier.Name && hasLim && hasReq && lim.Cmp(a.p.DiskLimit) == 0 && req.Cmp(a.p.DiskRequest) == 0 && a.onlyCarrier(carrier):
+	case len(owners) == 1 && owners[0] == carrier.Name && hasLim && hasReq &&
+		lim.Cmp(a.p.DiskLimit) == 0 && req.Cmp(a.p.DiskRequest) == 0:
 		// Already the policy's budget, and nobody else's.
-	case own != "":
-		a.skip(item, fmt.Sprintf("container %q sets its own ephemeral-storage; the pod's disk is kept as it is", own), false)
+	case len(owners) > 0:
+		a.skip(item, fmt.Sprintf("container %q sets its own ephemeral-storage; the pod's disk is kept as it is", owners[0]), false)
 		return
 	default:
 		if carrier.Resources.Limits == nil {
@@ -71,19 +65,6 @@ func (a *applier) diskBudget(sel []target) {
 	}
 	a.warnCachesFillDisk()
 	a.applied(item + "/" + carrier.Name)
-}
-
-// onlyCarrier reports whether no container but c sets ephemeral-storage.
-func (a *applier) onlyCarrier(c *corev1.Container) bool {
-	only := true
-	eachResources(&a.pod.Spec, func(name string, r *corev1.ResourceRequirements) {
-		_, lim := r.Limits[corev1.ResourceEphemeralStorage]
-		_, req := r.Requests[corev1.ResourceEphemeralStorage]
-		if (lim || req) && name != c.Name {
-			only = false
-		}
-	})
-	return only
 }
 
 // warnCachesFillDisk warns when the disk-backed caches this policy injected
@@ -109,12 +90,19 @@ func (a *applier) warnCachesFillDisk() {
 	}
 }
 
-// eachResources calls f with the resources of every init and app
-// container of spec, in pod order.
-func eachResources(spec *corev1.PodSpec, f func(name string, r *corev1.ResourceRequirements)) {
+// ephemeralStorageOwners names the init and app containers of spec, in pod
+// order, that set an ephemeral-storage request or limit.
+func ephemeralStorageOwners(spec *corev1.PodSpec) []string {
+	var owners []string
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range cs {
-			f(cs[i].Name, &cs[i].Resources)
+			r := &cs[i].Resources
+			_, lim := r.Limits[corev1.ResourceEphemeralStorage]
+			_, req := r.Requests[corev1.ResourceEphemeralStorage]
+			if lim || req {
+				owners = append(owners, cs[i].Name)
+			}
 		}
 	}
+	return owners
 }
