@@ -284,6 +284,15 @@ func comparable(pod *corev1.Pod) map[string]any {
 	if p.GenerateName != "" {
 		p.Name = ""
 	}
+	// Tolerations are a set, in the order they were added: the API
+	// server's DefaultTolerationSeconds plugin adds its two before the
+	// webhook adds a policy's, and after them to the prediction.
+	slices.SortStableFunc(p.Spec.Tolerations, func(x, y corev1.Toleration) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(string(x.Effect), string(y.Effect))
+	})
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic(err)

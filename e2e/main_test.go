@@ -128,6 +128,9 @@ func runSuite(m *testing.M) (code int, err error) {
 	if suite.cs, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		return 1, err
 	}
+	if err := createRuntimeClasses(ctx, suite.cs); err != nil {
+		return 1, err
+	}
 	v, err := suite.cs.Discovery().ServerVersion()
 	if err != nil {
 		return 1, err

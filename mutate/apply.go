@@ -47,16 +47,19 @@ type kind struct {
 }
 
 // kinds are the item kinds in the order they apply. A later kind sees
-// what an earlier one injected: containerLimits raises a limit by the
+// what an earlier one injected: an asset's source follows the runtime
+// class, the mirrors rewrite the assets' images, containerLimits raises a limit by the
 // caches and the shm a container mounts, and disk's warning counts the
 // caches. memory is claimed in policy order, and its pod level set last,
 // after every policy: the pod's request and limit are at least the
 // containers' as any policy raised them.
 var kinds = []kind{
+	{field: "runtime", apply: (*applier).runtime},
 	{field: "caches", apply: (*applier).caches},
 	{field: "shm", apply: (*applier).shm},
 	{field: "containerLimits", apply: (*applier).raiseLimits},
 	{field: "assets", apply: (*applier).assets},
+	{field: "imageMirrors", apply: (*applier).mirrors},
 	{field: "disk", apply: (*applier).disk},
 	{field: "env", apply: (*applier).envs},
 	{field: "memory", apply: (*applier).memory},
@@ -119,6 +122,17 @@ func (a *applier) containers() []target {
 		}
 	}
 	return out
+}
+
+// claim gives key (an item, or "memory") to this policy unless an earlier
+// policy has it; then item is skipped, with a warning, and claim is false.
+func (a *applier) claim(key, item string) bool {
+	if owner, ok := a.claims[key]; ok {
+		a.skip(item, fmt.Sprintf("%s is claimed by policy %q, which applies first", key, owner), true)
+		return false
+	}
+	a.claims[key] = a.p.Name()
+	return true
 }
 
 func (a *applier) applied(item string) {

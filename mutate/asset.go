@@ -1,6 +1,8 @@
 package mutate
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 )
@@ -17,10 +19,13 @@ func (a *applier) asset(i int, sel []target) {
 	as := a.p.Spec.Assets[i]
 	level := a.ns.Labels[psaapi.EnforceLevelLabel]
 	forbidsHostPath := level == "baseline" || level == "restricted"
+	// The pod's runtime refuses hostPath, as the policy says: the image.
+	rc := a.pod.Spec.RuntimeClassName
+	underRuntime := rc != nil && slices.Contains(as.ImageForRuntimeClasses, *rc)
 
 	var src corev1.VolumeSource
 	item := "asset/" + as.Name
-	if as.HostPath != nil && (!forbidsHostPath || as.Image == nil) {
+	if as.HostPath != nil && (!forbidsHostPath || as.Image == nil) && !underRuntime {
 		t := corev1.HostPathType(as.HostPath.Type)
 		src.HostPath = &corev1.HostPathVolumeSource{Path: as.HostPath.Path, Type: &t}
 		item += ":hostPath"
@@ -30,7 +35,7 @@ func (a *applier) asset(i int, sel []target) {
 		}
 	} else {
 		src.Image = &corev1.ImageVolumeSource{
-			Reference:  as.Image.Reference,
+			Reference:  a.mirrored(as.Image.Reference),
 			PullPolicy: corev1.PullPolicy(as.Image.PullPolicy),
 		}
 		item += ":image"

@@ -25,11 +25,9 @@ func (a *applier) disk(sel []target) {
 
 func (a *applier) diskBudget(sel []target) {
 	const item = "disk"
-	if owner, ok := a.claims[item]; ok {
-		a.skip(item, fmt.Sprintf("disk is claimed by policy %q, which applies first", owner), true)
+	if !a.claim(item, item) {
 		return
 	}
-	a.claims[item] = a.p.Name()
 	var carrier *corev1.Container
 	for _, t := range sel {
 		if !t.init {

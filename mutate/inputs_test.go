@@ -23,8 +23,9 @@ import (
 //
 //   - the core never writes its input;
 //   - the input and the result differ only where the core writes: the
-//     annotations, the volumes, the pod's resources and the containers'
-//     env, mounts and resources;
+//     annotations, the volumes, the pod's resources, runtime class, node
+//     selector and tolerations, and the containers' image, env, mounts and
+//     resources;
 //   - applied to the input with evanphx/json-patch, the patch gives the
 //     typed encoding of the result;
 //   - a second pass over the patched pod changes nothing.
@@ -140,8 +141,10 @@ func outsideRegions(a, b *corev1.Pod) string {
 		p.Annotations = nil
 		p.Spec.Volumes = nil
 		p.Spec.Resources = nil
+		p.Spec.RuntimeClassName, p.Spec.NodeSelector, p.Spec.Tolerations = nil, nil, nil
 		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 			for i := range cs {
+				cs[i].Image = ""
 				cs[i].Env, cs[i].VolumeMounts, cs[i].Resources = nil, nil, corev1.ResourceRequirements{}
 			}
 		}

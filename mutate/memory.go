@@ -22,11 +22,9 @@ func (a *applier) memory(sel []target) {
 	// Memory is one item whatever its level, claimed in policy order: a
 	// pod-level request computed by one policy would not see container
 	// requests another adds.
-	if owner, ok := a.claims["memory"]; ok {
-		a.skip("memory/pod", fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
+	if !a.claim("memory", "memory/pod") {
 		return
 	}
-	a.claims["memory"] = a.p.Name()
 	a.podHeadroom = true
 }
 
@@ -164,11 +162,9 @@ func (a *applier) prevMemory() *podMemory {
 // limit).
 func (a *applier) containerMemory(sel []target) {
 	const item = "memory/containers"
-	if owner, ok := a.claims["memory"]; ok {
-		a.skip(item, fmt.Sprintf("memory is claimed by policy %q, which applies first", owner), true)
+	if !a.claim("memory", item) {
 		return
 	}
-	a.claims["memory"] = a.p.Name()
 	// A pod that sets pod-level memory manages memory at the pod level, on
 	// a cluster that supports it: container limits or requests added here
 	// could exceed what it set.

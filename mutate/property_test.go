@@ -23,8 +23,9 @@ func mem(s string) corev1.ResourceList {
 
 // propertyPolicies are policy fragments that disagree with each other in
 // every way the core arbitrates: modes, memory levels, keep lists, names,
-// paths, env conflicts, container selection, shadow, two shms and two disk
-// budgets.
+// paths, env conflicts, container selection, shadow, two shms, two disk
+// budgets, two runtimes (override and keep), two mirrors of Docker Hub
+// and two PATH entries.
 var propertyPolicies = []string{
 	`metadata: {name: p-memory-cache}
 spec:
@@ -85,6 +86,27 @@ spec:
   caches: [{name: tmp-cache, mountPath: /cache/tmp}]
   shm: {name: shm-other, sizeLimit: 512Mi}
   disk: {limit: 5Gi, request: 1Gi}`,
+	`metadata: {name: p-placement-override}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  runtime:
+    className: gvisor
+    tolerations: [{key: sandbox.gke.io/runtime, value: gvisor, effect: NoSchedule}]
+    nodeSelector: {pool: gvisor}
+    onConflict: override
+  imageMirrors: [{from: docker.io/library, to: mirror.example.com/library}]
+  env: [{name: PATH, value: /opt/tools/bin, position: prepend, ifUnset: /usr/bin:/bin}]
+  assets: [{name: tools, mountPath: /opt/tools, hostPath: {path: /mnt/shared/tools}, image: {reference: "tools:1"}, imageForRuntimeClasses: [gvisor]}]`,
+	`metadata: {name: p-placement-keep}
+spec:
+  match: {namespaces: ["sandbox*"]}
+  containers: {include: ["main"]}
+  runtime:
+    className: kata
+    tolerations: [{operator: Exists, effect: NoExecute, tolerationSeconds: 30}]
+    nodeSelector: {pool: kata}
+  imageMirrors: [{from: docker.io, to: mirror.example.org/hub}, {from: ghcr.io, to: mirror.example.org/ghcr}]
+  env: [{name: PATH, value: /opt/kata/bin, position: append}, {name: PYTHONPATH, value: /opt/py, position: prepend, separator: ";"}]`,
 }
 
 // TestPolicyCombinations runs every corpus pod, and hostile variants of some

@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/imageref"
 )
 
 // hashLen is the length of Policy.Hash and Set.Hash in hex characters.
@@ -93,6 +96,9 @@ func compile(source string, sp SandboxPolicy) (*Policy, field.ErrorList) {
 		q := quantity(s.SizeLimit, field.NewPath("spec", "shm", "sizeLimit"))
 		p.ShmSize = &q
 	}
+	for _, m := range sp.Spec.ImageMirrors {
+		p.Mirrors = append(p.Mirrors, imageref.Rule{From: m.From, To: m.To})
+	}
 	if d := sp.Spec.Disk; d != nil {
 		p.DiskLimit = quantity(d.Limit, field.NewPath("spec", "disk", "limit"))
 		p.DiskRequest = quantity(d.Request, field.NewPath("spec", "disk", "request"))
@@ -115,7 +121,17 @@ func setDefaults(sp *SandboxPolicy) {
 		s.Containers.InitContainers = new(true)
 	}
 	for i := range s.Env {
-		s.Env[i].OnConflict = cmp.Or(s.Env[i].OnConflict, Keep)
+		if e := &s.Env[i]; e.Position == "" {
+			e.OnConflict = cmp.Or(e.OnConflict, Keep)
+		} else {
+			e.Separator = cmp.Or(e.Separator, ":")
+		}
+	}
+	if r := s.Runtime; r != nil {
+		r.OnConflict = cmp.Or(r.OnConflict, Keep)
+		for i := range r.Tolerations {
+			r.Tolerations[i].Operator = cmp.Or(r.Tolerations[i].Operator, corev1.TolerationOpEqual)
+		}
 	}
 	if s.Memory != nil && s.Memory.Level == "" {
 		s.Memory.Level = LevelPod

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/imageref"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/yamldoc"
 )
 
@@ -130,10 +131,36 @@ func newSet(policies []*Policy) (*Set, []Problem) {
 		}
 		fmt.Fprintf(h, "%s %s\n", p.Name(), p.Hash)
 	}
+	problems = append(problems, chainedMirrors(sorted)...)
 	if len(problems) > 0 {
 		return nil, problems
 	}
 	return &Set{Policies: sorted, Hash: hex.EncodeToString(h.Sum(nil))[:hashLen]}, nil
+}
+
+// chainedMirrors finds a mirror that another policy's rule would rewrite
+// again: each image is then rewritten once whatever the policies' order
+// and however often the webhook is called (one policy's own rules are
+// checked with it).
+func chainedMirrors(policies []*Policy) []Problem {
+	var problems []Problem
+	for _, p := range policies {
+		for i, r := range p.Spec.ImageMirrors {
+			for _, q := range policies {
+				if q == p {
+					continue
+				}
+				for j, other := range q.Spec.ImageMirrors {
+					if imageref.Under(r.To+"/x", other.From) {
+						fld := field.NewPath("spec", "imageMirrors").Index(i).Child("to")
+						problems = append(problems, Problem{Source: p.Source, Policy: p.Name(), Err: field.Invalid(fld, r.To,
+							fmt.Sprintf("lies under policy %q's spec.imageMirrors[%d].from %q, so a mirrored image would be rewritten again: mirror to a registry or path no rule rewrites", q.Name(), j, other.From))})
+					}
+				}
+			}
+		}
+	}
+	return problems
 }
 
 // Files lists the files Load reads for one path: the path itself when it is

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -92,11 +93,14 @@ func sameStrings(a, b []string) bool {
 
 // enums are those lists by type, for the schema.
 var enums = map[reflect.Type][]string{
-	reflect.TypeFor[Mode]():                 enumValues(modes),
-	reflect.TypeFor[Enforcement]():          enumValues(enforcements),
-	reflect.TypeFor[ConflictAction]():       enumValues(conflictActions),
-	reflect.TypeFor[Level]():                enumValues(levels),
-	reflect.TypeFor[ContainerLimitAction](): enumValues(limitActions),
+	reflect.TypeFor[Mode]():                      enumValues(modes),
+	reflect.TypeFor[Enforcement]():               enumValues(enforcements),
+	reflect.TypeFor[ConflictAction]():            enumValues(conflictActions),
+	reflect.TypeFor[Level]():                     enumValues(levels),
+	reflect.TypeFor[ContainerLimitAction]():      enumValues(limitActions),
+	reflect.TypeFor[EnvPosition]():               enumValues(envPositions),
+	reflect.TypeFor[corev1.TolerationOperator](): enumValues(operators),
+	reflect.TypeFor[corev1.TaintEffect]():        enumValues(taintEffects),
 }
 
 func enumValues[T ~string](values []T) []string {

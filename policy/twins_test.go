@@ -26,45 +26,59 @@ import (
 // TestSpecFieldsHaveTheirTwins sets to see each twin of the mutation core
 // react. A new field fails the test until it is given one here.
 var changed = map[string]any{
-	"spec.enforcement":                    "shadow",
-	"spec.mode":                           "disk",
-	"spec.match.namespaces":               []any{"evals-*"},
-	"spec.match.excludeNamespaces":        []any{"rl-other"},
-	"spec.match.namespaceSelector":        map[string]any{"matchLabels": map[string]any{"tier": "sandbox"}},
-	"spec.match.podSelector":              map[string]any{"matchLabels": map[string]any{"app": "agent"}},
-	"spec.match.excludePodSelector":       map[string]any{"matchLabels": map[string]any{"component": "proxy"}},
-	"spec.match.any[].namespaces":         []any{"r2e-*"},
-	"spec.match.any[].excludeNamespaces":  []any{"r2e-system"},
-	"spec.match.any[].namespaceSelector":  map[string]any{"matchLabels": map[string]any{"tier": "sandbox"}},
-	"spec.match.any[].podSelector":        map[string]any{"matchLabels": map[string]any{"team": "rl"}},
-	"spec.match.any[].excludePodSelector": map[string]any{"matchLabels": map[string]any{"component": "proxy"}},
-	"spec.match.optOut.label":             "example.com/skip",
-	"spec.match.optOut.annotation":        "example.com/skip",
-	"spec.containers.include":             []any{"main"},
-	"spec.containers.exclude":             []any{"linkerd-proxy"},
-	"spec.containers.initContainers":      false,
-	"spec.caches[].name":                  "pip-cache",
-	"spec.caches[].mountPath":             "/root/.cache/pip",
-	"spec.caches[].sizeLimit":             "2Gi",
-	"spec.keepMemoryVolumes[].name":       "scratch",
-	"spec.keepMemoryVolumes[].mountPath":  "/scratch",
-	"spec.env[].name":                     "PIP_NO_CACHE_DIR",
-	"spec.env[].value":                    "hardlink",
-	"spec.env[].onConflict":               "override",
-	"spec.memory.limit":                   "16Gi",
-	"spec.memory.request":                 "1Gi",
-	"spec.memory.level":                   "container",
-	"spec.containerLimits":                "raise",
-	"spec.assets[].name":                  "rebench-v3",
-	"spec.assets[].mountPath":             "/opt/rebench-v3",
-	"spec.assets[].hostPath.path":         "/mnt/shared/swe-rebench-v3",
-	"spec.assets[].hostPath.type":         "File",
-	"spec.assets[].image.reference":       "registry.example.com/swe-rebench-v3:pinned",
-	"spec.assets[].image.pullPolicy":      "Always",
-	"spec.shm.name":                       "shm",
-	"spec.shm.sizeLimit":                  "4Gi",
-	"spec.disk.limit":                     "40Gi",
-	"spec.disk.request":                   "10Gi",
+	"spec.enforcement":                             "shadow",
+	"spec.mode":                                    "disk",
+	"spec.match.namespaces":                        []any{"evals-*"},
+	"spec.match.excludeNamespaces":                 []any{"rl-other"},
+	"spec.match.namespaceSelector":                 map[string]any{"matchLabels": map[string]any{"tier": "sandbox"}},
+	"spec.match.podSelector":                       map[string]any{"matchLabels": map[string]any{"app": "agent"}},
+	"spec.match.excludePodSelector":                map[string]any{"matchLabels": map[string]any{"component": "proxy"}},
+	"spec.match.any[].namespaces":                  []any{"r2e-*"},
+	"spec.match.any[].excludeNamespaces":           []any{"r2e-system"},
+	"spec.match.any[].namespaceSelector":           map[string]any{"matchLabels": map[string]any{"tier": "sandbox"}},
+	"spec.match.any[].podSelector":                 map[string]any{"matchLabels": map[string]any{"team": "rl"}},
+	"spec.match.any[].excludePodSelector":          map[string]any{"matchLabels": map[string]any{"component": "proxy"}},
+	"spec.match.optOut.label":                      "example.com/skip",
+	"spec.match.optOut.annotation":                 "example.com/skip",
+	"spec.containers.include":                      []any{"main"},
+	"spec.containers.exclude":                      []any{"linkerd-proxy"},
+	"spec.containers.initContainers":               false,
+	"spec.caches[].name":                           "pip-cache",
+	"spec.caches[].mountPath":                      "/root/.cache/pip",
+	"spec.caches[].sizeLimit":                      "2Gi",
+	"spec.keepMemoryVolumes[].name":                "scratch",
+	"spec.keepMemoryVolumes[].mountPath":           "/scratch",
+	"spec.env[].name":                              "PIP_NO_CACHE_DIR",
+	"spec.env[].value":                             "hardlink",
+	"spec.env[].onConflict":                        "override",
+	"spec.memory.limit":                            "16Gi",
+	"spec.memory.request":                          "1Gi",
+	"spec.memory.level":                            "container",
+	"spec.containerLimits":                         "raise",
+	"spec.assets[].name":                           "rebench-v3",
+	"spec.assets[].mountPath":                      "/opt/rebench-v3",
+	"spec.assets[].hostPath.path":                  "/mnt/shared/swe-rebench-v3",
+	"spec.assets[].hostPath.type":                  "File",
+	"spec.assets[].image.reference":                "registry.example.com/swe-rebench-v3:pinned",
+	"spec.assets[].image.pullPolicy":               "Always",
+	"spec.shm.name":                                "shm",
+	"spec.shm.sizeLimit":                           "4Gi",
+	"spec.disk.limit":                              "40Gi",
+	"spec.disk.request":                            "10Gi",
+	"spec.env[].position":                          "append",
+	"spec.env[].separator":                         ";",
+	"spec.env[].ifUnset":                           "/usr/bin:/bin",
+	"spec.assets[].imageForRuntimeClasses":         []any{"kata"},
+	"spec.runtime.className":                       "kata",
+	"spec.runtime.tolerations[].key":               "sandbox.example.com/kata",
+	"spec.runtime.tolerations[].operator":          "Exists",
+	"spec.runtime.tolerations[].value":             "kata",
+	"spec.runtime.tolerations[].effect":            "NoExecute",
+	"spec.runtime.tolerations[].tolerationSeconds": 60,
+	"spec.runtime.nodeSelector":                    map[string]any{"pool": "kata"},
+	"spec.runtime.onConflict":                      "override",
+	"spec.imageMirrors[].from":                     "ghcr.io",
+	"spec.imageMirrors[].to":                       "mirror.example.com/ghcr",
 }
 
 // TestSpecFieldsHaveTheirTwins walks policy.Spec and holds every field to
@@ -198,13 +212,20 @@ func readmeReference(t *testing.T) map[string]any {
 }
 
 // exportable is the reference without what the MAP export refuses whole:
-// match.any, shm and disk.
+// match.any, shm, disk, runtime, imageMirrors, env entries with a
+// position and assets' imageForRuntimeClasses.
 func exportable(ref map[string]any) map[string]any {
 	doc := clone(ref)
 	spec := doc["spec"].(map[string]any)
 	delete(spec["match"].(map[string]any), "any")
-	delete(spec, "shm")
-	delete(spec, "disk")
+	for _, f := range []string{"shm", "disk", "runtime", "imageMirrors"} {
+		delete(spec, f)
+	}
+	env := spec["env"].([]any)
+	spec["env"] = slices.DeleteFunc(env, func(e any) bool { return e.(map[string]any)["position"] != nil })
+	for _, a := range spec["assets"].([]any) {
+		delete(a.(map[string]any), "imageForRuntimeClasses")
+	}
 	return doc
 }
 
@@ -273,9 +294,26 @@ func set(doc, ref map[string]any, path string, v any) {
 			}
 			cur[name] = l
 		}
+		rest := strings.Join(parts[i+1:], ".")
+		has := func(item any) bool { _, ok := lookup(item, rest); return ok }
+		parent := cur
 		cur = l[0].(map[string]any)
+		if !slices.ContainsFunc(l, has) {
+			// The item of the reference's list that has it: the same item,
+			// or a new one when the exportable base left it out.
+			from, _ := lookup(ref, strings.TrimSuffix(strings.Join(parts[:i+1], "."), "[]"))
+			refItems, _ := clone(map[string]any{"l": from})["l"].([]any)
+			switch j := slices.IndexFunc(refItems, has); {
+			case j >= len(l):
+				parent[name] = append(l, refItems[j])
+				cur = refItems[j].(map[string]any)
+			case j >= 0:
+				cur = l[j].(map[string]any)
+			}
+			continue
+		}
 		for _, item := range l {
-			if _, ok := lookup(item, strings.Join(parts[i+1:], ".")); ok {
+			if _, ok := lookup(item, rest); ok {
 				cur = item.(map[string]any)
 				break
 			}

@@ -4,9 +4,12 @@
 package policy
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/imageref"
 )
 
 const (
@@ -125,6 +128,55 @@ type Spec struct {
 	Shm *Shm `json:"shm,omitempty"`
 	// Disk is the sandbox's ephemeral-storage budget.
 	Disk *Disk `json:"disk,omitempty"`
+	// Runtime is where the sandbox runs: its RuntimeClass and the node
+	// pool's tolerations and nodeSelector.
+	Runtime *Runtime `json:"runtime,omitempty"`
+	// ImageMirrors rewrite the pod's images to pull-through mirrors; the
+	// first rule whose from matches an image rewrites it.
+	ImageMirrors []ImageMirror `json:"imageMirrors,omitempty"`
+}
+
+// Runtime places a sandbox: a RuntimeClass (gVisor, Kata) and the node
+// pool's tolerations and nodeSelector, set alike for every sandbox the
+// policy selects.
+type Runtime struct {
+	// ClassName is the pod's runtimeClassName, such as gvisor.
+	ClassName string `json:"className,omitempty"`
+	// Tolerations are added to the pod's own, each unless the pod has an
+	// equal one.
+	Tolerations []Toleration `json:"tolerations,omitempty"`
+	// NodeSelector entries are set in the pod's nodeSelector.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// OnConflict is what happens when the pod names another
+	// runtimeClassName, or another value for a nodeSelector key: keep
+	// (default) leaves the pod's own, override replaces it; both warn.
+	OnConflict ConflictAction `json:"onConflict,omitempty"`
+}
+
+// Toleration is a pod toleration (core/v1 Toleration's fields).
+type Toleration struct {
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (default) or Exists.
+	Operator corev1.TolerationOperator `json:"operator,omitempty"`
+	Value    string                    `json:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule, NoExecute or empty (all).
+	Effect corev1.TaintEffect `json:"effect,omitempty"`
+	// TolerationSeconds, with effect NoExecute only, bounds how long the
+	// pod stays on a node once the taint appears.
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+// ImageMirror rewrites the images under a registry or repository prefix to
+// a mirror. Images are compared as the container runtime names them: busybox
+// is docker.io/library/busybox. Tags and digests are kept.
+type ImageMirror struct {
+	// From is a registry (docker.io, ghcr.io) or a repository prefix
+	// (docker.io/library, ghcr.io/org).
+	From string `json:"from"`
+	// To is the mirror's registry and path, such as
+	// mirror.example.com/dockerhub. No rule's from may match it, so a
+	// rewritten image is never rewritten again.
+	To string `json:"to"`
 }
 
 // ShmPath is where Shm is mounted.
@@ -220,12 +272,35 @@ type VolumeRef struct {
 	MountPath string `json:"mountPath,omitempty"`
 }
 
-// EnvVar is an environment variable to set.
+// EnvVar is an environment variable to set, or with position an entry to
+// add to a list variable such as PATH.
 type EnvVar struct {
-	Name       string         `json:"name"`
-	Value      string         `json:"value"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// OnConflict is what happens when a container sets the variable
+	// itself: keep (default) or override. Not with position.
 	OnConflict ConflictAction `json:"onConflict,omitempty"`
+	// Position, prepend or append, adds value as one entry of the
+	// container's own list (PATH, PYTHONPATH), once: an entry already in
+	// that place is not added again.
+	Position EnvPosition `json:"position,omitempty"`
+	// Separator joins the entries; default ":".
+	Separator string `json:"separator,omitempty"`
+	// IfUnset is the list that value is added to in a container that does
+	// not set the variable: the image's own value, which the pod does not
+	// show. Without it such a container is left alone, with a warning.
+	IfUnset string `json:"ifUnset,omitempty"`
 }
+
+// EnvPosition says where an env entry is added to a list variable.
+type EnvPosition string
+
+const (
+	// Prepend puts the entry first: it wins a PATH lookup.
+	Prepend EnvPosition = "prepend"
+	// Append puts the entry last.
+	Append EnvPosition = "append"
+)
 
 // Memory is a pod-level memory headroom.
 type Memory struct {
@@ -250,6 +325,10 @@ type Asset struct {
 	// Image is an OCI image volume; used instead of HostPath in namespaces
 	// whose Pod Security level forbids hostPath volumes, or alone.
 	Image *ImageSource `json:"image,omitempty"`
+	// ImageForRuntimeClasses are the RuntimeClasses under which the asset
+	// is the image volume even where hostPath is allowed: runtimes that
+	// refuse hostPath (GKE Sandbox's gVisor). Needs both sources.
+	ImageForRuntimeClasses []string `json:"imageForRuntimeClasses,omitempty"`
 }
 
 // HostPathSource is a node directory.
@@ -288,6 +367,8 @@ type Policy struct {
 	ShmSize *resource.Quantity
 	// DiskLimit and DiskRequest are Spec.Disk parsed (zero when unset).
 	DiskLimit, DiskRequest resource.Quantity
+	// Mirrors are Spec.ImageMirrors as rewrite rules.
+	Mirrors []imageref.Rule
 }
 
 // Selectors are the compiled label selectors of one match.any block; each

@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/imageref"
 )
 
 // validate checks a defaulted policy. Every message says what is allowed.
@@ -30,8 +33,9 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 	containers := spec.Child("containers")
 	errs = append(errs, validateGlobs(s.Containers.Include, containers.Child("include"))...)
 	errs = append(errs, validateGlobs(s.Containers.Exclude, containers.Child("exclude"))...)
-	if len(s.Caches) == 0 && len(s.Env) == 0 && s.Memory == nil && len(s.Assets) == 0 && s.Shm == nil && s.Disk == nil && s.Mode != ModeDisk {
-		errs = append(errs, field.Required(spec, "a policy must inject something: set caches, env, memory, assets, shm, disk, or mode: disk"))
+	if len(s.Caches) == 0 && len(s.Env) == 0 && s.Memory == nil && len(s.Assets) == 0 && s.Shm == nil && s.Disk == nil &&
+		s.Runtime == nil && len(s.ImageMirrors) == 0 && s.Mode != ModeDisk {
+		errs = append(errs, field.Required(spec, "a policy must inject something: set caches, env, memory, assets, shm, disk, runtime, imageMirrors, or mode: disk"))
 	}
 
 	// Names and mount paths become pod volumes and volume mounts, which must
@@ -98,6 +102,10 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateEnv(s.Env, spec.Child("env"))...)
+	if s.Runtime != nil {
+		errs = append(errs, validateRuntime(s.Runtime, spec.Child("runtime"))...)
+	}
+	errs = append(errs, validateMirrors(s.ImageMirrors, spec.Child("imageMirrors"))...)
 	if s.Memory != nil {
 		errs = append(errs, validateMemory(s.Memory, spec.Child("memory"))...)
 	}
@@ -374,6 +382,13 @@ func validateAsset(a *Asset, fld *field.Path) field.ErrorList {
 		}
 		errs = append(errs, oneOf(fld.Child("pullPolicy"), img.PullPolicy, "Always", "IfNotPresent", "Never")...)
 	}
+	if len(a.ImageForRuntimeClasses) > 0 && (a.HostPath == nil || a.Image == nil) {
+		errs = append(errs, field.Forbidden(fld.Child("imageForRuntimeClasses"),
+			"chooses between the asset's hostPath and image sources: set both, or drop it"))
+	}
+	for i, rc := range a.ImageForRuntimeClasses {
+		errs = append(errs, each(validation.IsDNS1123Subdomain, rc, fld.Child("imageForRuntimeClasses").Index(i))...)
+	}
 	return errs
 }
 
@@ -391,6 +406,13 @@ func validateEnv(env []EnvVar, fld *field.Path) field.ErrorList {
 			seen[e.Name] = fld
 		}
 		errs = append(errs, each(validation.IsEnvVarName, e.Name, name)...)
+		if e.Position != "" {
+			errs = append(errs, validateEnvEntry(&e, fld)...)
+			continue
+		}
+		if e.Separator != "" || e.IfUnset != "" {
+			errs = append(errs, field.Forbidden(fld, "separator and ifUnset need position: prepend or append"))
+		}
 		if e.Value == "" && e.OnConflict != Override {
 			// Without onConflict override, an empty value only adds an
 			// empty variable to the containers that lack it: a value left
@@ -399,6 +421,87 @@ func validateEnv(env []EnvVar, fld *field.Path) field.ErrorList {
 				"the value to set, such as copy (an empty value is allowed with onConflict: override, which clears the variable)"))
 		}
 		errs = append(errs, oneOf(fld.Child("onConflict"), e.OnConflict, conflictActions...)...)
+	}
+	return errs
+}
+
+// validateEnvEntry checks an env item with a position: an entry added to
+// a list variable.
+func validateEnvEntry(e *EnvVar, fld *field.Path) field.ErrorList {
+	errs := oneOf(fld.Child("position"), e.Position, envPositions...)
+	if e.OnConflict != "" {
+		errs = append(errs, field.Forbidden(fld.Child("onConflict"), "an entry is added to the container's own value, never in conflict with it: drop onConflict, or drop position to set the variable"))
+	}
+	switch {
+	case e.Value == "":
+		errs = append(errs, field.Required(fld.Child("value"), "the entry to add, such as /opt/tools/bin"))
+	case strings.Contains(e.Value, e.Separator):
+		errs = append(errs, field.Invalid(fld.Child("value"), e.Value, fmt.Sprintf("must be one entry, without the separator %q", e.Separator)))
+	}
+	if e.Separator == "" {
+		errs = append(errs, field.Required(fld.Child("separator"), `the list's separator, such as ":"`))
+	}
+	return errs
+}
+
+// validateRuntime checks runtime placement: names as the API server
+// checks them.
+func validateRuntime(r *Runtime, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.ClassName == "" && len(r.Tolerations) == 0 && len(r.NodeSelector) == 0 {
+		errs = append(errs, field.Required(fld, "set className, tolerations and/or nodeSelector"))
+	}
+	if r.ClassName != "" {
+		errs = append(errs, each(validation.IsDNS1123Subdomain, r.ClassName, fld.Child("className"))...)
+	}
+	for i, t := range r.Tolerations {
+		fld := fld.Child("tolerations").Index(i)
+		if t.Key != "" {
+			errs = append(errs, each(validation.IsQualifiedName, t.Key, fld.Child("key"))...)
+		}
+		errs = append(errs, oneOf(fld.Child("operator"), t.Operator, operators...)...)
+		switch {
+		case t.Key == "" && t.Operator != corev1.TolerationOpExists:
+			errs = append(errs, field.Invalid(fld.Child("operator"), t.Operator, "must be Exists when key is empty (a toleration of every taint)"))
+		case t.Operator == corev1.TolerationOpExists && t.Value != "":
+			errs = append(errs, field.Invalid(fld.Child("value"), t.Value, "must be empty with operator Exists"))
+		case t.Value != "":
+			errs = append(errs, each(validation.IsValidLabelValue, t.Value, fld.Child("value"))...)
+		}
+		if t.Effect != "" {
+			errs = append(errs, oneOf(fld.Child("effect"), t.Effect, taintEffects...)...)
+		}
+		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+			errs = append(errs, field.Invalid(fld.Child("effect"), t.Effect, "must be NoExecute with tolerationSeconds"))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.NodeSelector)) {
+		errs = append(errs, each(validation.IsQualifiedName, k, fld.Child("nodeSelector").Key(k))...)
+		errs = append(errs, each(validation.IsValidLabelValue, r.NodeSelector[k], fld.Child("nodeSelector").Key(k))...)
+	}
+	return append(errs, oneOf(fld.Child("onConflict"), r.OnConflict, conflictActions...)...)
+}
+
+// validateMirrors checks the image mirror rules: registries or repository
+// prefixes as the runtime names them, and no mirror that a rule would
+// rewrite again.
+func validateMirrors(rules []ImageMirror, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range rules {
+		fld := fld.Index(i)
+		for _, f := range []struct {
+			name, v string
+		}{{"from", r.From}, {"to", r.To}} {
+			if why := imageref.CheckPrefix(f.v); why != "" {
+				errs = append(errs, field.Invalid(fld.Child(f.name), f.v, why))
+			}
+		}
+		for j, other := range rules {
+			if imageref.Under(r.To+"/x", other.From) {
+				errs = append(errs, field.Invalid(fld.Child("to"), r.To,
+					fmt.Sprintf("lies under spec.imageMirrors[%d].from %q, so a mirrored image would be rewritten again: mirror to a registry or path no rule rewrites", j, other.From)))
+			}
+		}
 	}
 	return errs
 }

@@ -118,6 +118,8 @@ var Differences = []string{
 //
 // What a MAP cannot reproduce is returned as gaps, policy by policy; the
 // exported objects do everything else.
+//
+// A policy with an item no MAP expresses yet is refused by name (refused).
 func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 	var (
 		gaps      []Gap
@@ -140,6 +142,9 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 		}
 		if p.Spec.Disk != nil {
 			return nil, nil, fmt.Errorf("policy %q: disk cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to find a pod's first selected app container and every container's own ephemeral-storage; export it without disk", p.Name())
+		}
+		if err := refused(p); err != nil {
+			return nil, nil, err
 		}
 		enforcing = append(enforcing, p)
 	}
@@ -411,4 +416,29 @@ func matchCEL(p *policy.Policy, namespaceLabels bool) string {
 		}
 	}
 	return and(conds...)
+}
+
+// refused names the first item of p that no MAP expresses yet, or nil.
+func refused(p *policy.Policy) error {
+	why := ""
+	switch {
+	case p.Spec.Runtime != nil:
+		why = "runtime cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to merge tolerations and nodeSelector entries with the pod's own and warn on a conflict; export it without runtime"
+	case len(p.Spec.ImageMirrors) > 0:
+		why = "imageMirrors cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to normalise image names as the container runtime does; export it without imageMirrors"
+	}
+	for i, e := range p.Spec.Env {
+		if why == "" && e.Position != "" {
+			why = fmt.Sprintf("env[%d].position cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to split the container's own list to add the entry once; export it without env entries that have a position", i)
+		}
+	}
+	for i, a := range p.Spec.Assets {
+		if why == "" && len(a.ImageForRuntimeClasses) > 0 {
+			why = fmt.Sprintf("assets[%d].imageForRuntimeClasses cannot be exported to a MutatingAdmissionPolicy yet: export it without imageForRuntimeClasses", i)
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("policy %q: %s", p.Name(), why)
 }

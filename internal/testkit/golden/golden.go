@@ -60,6 +60,8 @@ var Sets = []Set{
 	// budget).
 	{Name: "budget", Policies: []string{"testdata/policies/budget.yaml"}, NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
 	{Name: "budget-forced-disk", Policies: []string{"testdata/policies/budget.yaml"}, LeakMitigation: "on", NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
+	// Runtime placement, an image mirror and tool paths on PATH.
+	{Name: "placement", Policies: []string{"testdata/policies/placement.yaml"}, NoMAP: "runtime cannot be exported to a MutatingAdmissionPolicy yet"},
 }
 
 // Case is one corpus pod under one policy set.
@@ -77,6 +79,9 @@ type Case struct {
 
 // Namespaces is the file of Namespace objects the corpus pods live in.
 const Namespaces = "testdata/namespaces.yaml"
+
+// RuntimeClasses is the file of RuntimeClass objects the corpus pods name.
+const RuntimeClasses = "testdata/runtimeclasses.yaml"
 
 // Policies loads the policy files and directories at the repository-relative
 // paths rel, failing t if they do not load.

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
+)
+
+// createRuntimeClasses creates the RuntimeClasses the corpus pods name: the
+// API server's RuntimeClass plugin refuses a pod that names a missing one.
+func createRuntimeClasses(ctx context.Context, cs kubernetes.Interface) error {
+	b, err := os.ReadFile(testkit.Path(golden.RuntimeClasses))
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Items []nodev1.RuntimeClass `json:"items"`
+	}
+	if err := yaml.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("%s: %w", golden.RuntimeClasses, err)
+	}
+	for i := range list.Items {
+		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &list.Items[i], metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("runtime class %s: %w", list.Items[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// TestRuntimeClassPlugin: a runtime class the webhook sets still gets what
+// its RuntimeClass adds. The API server's RuntimeClass plugin runs before
+// the webhooks, but again after a webhook changes the pod (admission
+// reinvocation), so the stored pod has the class's overhead and its
+// scheduling (nodeSelector and tolerations) beside the policy's own. With
+// a pod that names another class and onConflict: override, the class is
+// replaced and the client warned; with a class that does not exist, the
+// API server refuses the pod, as it would one that named it.
+func TestRuntimeClassPlugin(t *testing.T) {
+	const ns = "runtime-placement"
+	ctx := t.Context()
+	overhead := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("50m")}
+	rc := &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gvisor-pool"},
+		Handler:    "runsc",
+		Overhead:   &nodev1.Overhead{PodFixed: overhead},
+		Scheduling: &nodev1.Scheduling{
+			NodeSelector: map[string]string{"sandbox.example.com/runtime": "gvisor"},
+			Tolerations:  []corev1.Toleration{{Key: "sandbox.example.com/runtime", Operator: corev1.TolerationOpEqual, Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	if _, err := suite.cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	policy := func(class string) []byte {
+		return fmt.Appendf(nil, `apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata: {name: placement}
+spec:
+  match: {namespaces: [%s, runtime-probe]}
+  runtime:
+    className: %s
+    tolerations: [{key: pool.example.com/sandboxes, operator: Exists, effect: NoSchedule}]
+    nodeSelector: {pool.example.com/name: sandboxes}
+    onConflict: override
+`, ns, class)
+	}
+	newInstance(t, "runtime", instanceOptions{
+		policies:   map[string][]byte{"placement.yaml": policy(rc.Name)},
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+
+	var warned warnings
+	cfg := *suite.cp.Config
+	cfg.WarningHandler = &warned
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range []string{"", "runc"} {
+		t.Run("own class "+cmp.Or(own, "none"), func(t *testing.T) {
+			pod := testkit.SandboxPod(ns, "placed-"+cmp.Or(own, "none"), sleeping)
+			if own != "" {
+				pod.Spec.RuntimeClassName = &own
+			}
+			warned.take()
+			got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Spec.RuntimeClassName == nil || *got.Spec.RuntimeClassName != rc.Name {
+				t.Errorf("runtimeClassName %v, want %s", got.Spec.RuntimeClassName, rc.Name)
+			}
+			if !equality.Semantic.DeepEqual(got.Spec.Overhead, overhead) {
+				t.Errorf("overhead %v, want the RuntimeClass's %v", got.Spec.Overhead, overhead)
+			}
+			wantSelector := map[string]string{"sandbox.example.com/runtime": "gvisor", "pool.example.com/name": "sandboxes"}
+			if !equality.Semantic.DeepEqual(got.Spec.NodeSelector, wantSelector) {
+				t.Errorf("nodeSelector %v, want the policy's and the RuntimeClass's %v", got.Spec.NodeSelector, wantSelector)
+			}
+			for _, want := range []corev1.Toleration{rc.Scheduling.Tolerations[0], {Key: "pool.example.com/sandboxes", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}} {
+				if !slices.ContainsFunc(got.Spec.Tolerations, func(o corev1.Toleration) bool { return equality.Semantic.DeepEqual(o, want) }) {
+					t.Errorf("tolerations %v lack %v", got.Spec.Tolerations, want)
+				}
+			}
+			texts := warned.take()
+			replaced := slices.ContainsFunc(texts, func(w string) bool {
+				return w == `sandbox-webhook: policy "placement": runtimeClass/gvisor-pool: the pod's own runtimeClassName "runc" is replaced (onConflict: override)`
+			})
+			if replaced != (own != "") {
+				t.Errorf("warnings %q: the replacement warned %v, want %v", texts, replaced, own != "")
+			}
+		})
+	}
+
+	t.Run("missing class", func(t *testing.T) {
+		const missing = "no-such-runtime"
+		newInstance(t, "runtime-missing", instanceOptions{
+			policies:   map[string][]byte{"placement.yaml": policy(missing)},
+			namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+			noProbe:    true, // its probe pods would be refused too
+		})
+		// Until the new instance serves, the first one answers.
+		testkit.WaitFor(t, "the API server's refusal of a pod placed on a missing RuntimeClass", time.Minute, func() error {
+			pod := testkit.SandboxPod(ns, "", sleeping)
+			pod.GenerateName = "placed-missing-"
+			created, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err == nil {
+				return fmt.Errorf("created on runtime class %v", *created.Spec.RuntimeClassName)
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), missing) {
+				return err
+			}
+			return nil
+		})
+	})
+}
