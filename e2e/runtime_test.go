@@ -151,3 +151,56 @@ spec:
 		})
 	})
 }
+
+// TestEphemeralContainerMirror: with webhook.mirrorEphemeralContainers, an
+// ephemeral container that kubectl debug adds to a sandbox pod without a
+// hostPath volume gets its image from the policy's mirror, as the pod's own
+// containers did at CREATE; one a rule does not hold is stored as sent, and
+// a container already stored is never rewritten.
+func TestEphemeralContainerMirror(t *testing.T) {
+	const ns = "ephemeral-mirror"
+	newInstance(t, "ephemeral-mirror", instanceOptions{
+		policies: map[string][]byte{"mirror.yaml": []byte(`apiVersion: sandbox-webhook.io/v1alpha1
+kind: SandboxPolicy
+metadata: {name: mirror}
+spec:
+  match: {podSelector: {matchLabels: {app: sandbox}}}
+  imageMirrors: [{from: docker.io, to: mirror.example.com/hub}]
+`)},
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		values:     map[string]any{"webhook": map[string]any{"mirrorEphemeralContainers": true}},
+	})
+	pods := suite.cs.CoreV1().Pods(ns)
+	pod := createPod(t, testkit.SandboxPod(ns, "debugged", testkit.Image("busybox:1.36", "sleep", "infinity")))
+	if got := pod.Spec.Containers[0].Image; got != "mirror.example.com/hub/library/busybox:1.36" {
+		t.Fatalf("the pod's container image at CREATE: %s", got)
+	}
+	for _, tc := range []struct{ name, image, want string }{
+		{"debugger", "busybox:1.36", "mirror.example.com/hub/library/busybox:1.36"},
+		{"agnhost", "registry.k8s.io/e2e-test-images/agnhost:2.53", "registry.k8s.io/e2e-test-images/agnhost:2.53"},
+	} {
+		cur, err := pods.Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := cur.DeepCopy()
+		cur.Spec.EphemeralContainers = append(cur.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: tc.name, Image: tc.image, TerminationMessagePolicy: corev1.TerminationMessageReadFile},
+		})
+		got, err := pods.UpdateEphemeralContainers(t.Context(), pod.Name, cur, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("adding ephemeral container %s: %v", tc.name, err)
+		}
+		var images []string
+		for _, c := range got.Spec.EphemeralContainers {
+			images = append(images, c.Image)
+		}
+		var want []string
+		for _, c := range before.Spec.EphemeralContainers {
+			want = append(want, c.Image)
+		}
+		if want = append(want, tc.want); !slices.Equal(images, want) {
+			t.Errorf("ephemeral container images after adding %s: %q, want %q", tc.name, images, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -112,7 +113,7 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		return errored(log, http.StatusBadRequest, errors.New("the AdmissionReview has no request or its request has no uid"))
 	}
 	if isEphemeralContainersUpdate(req) {
-		return h.handleEphemeral(log, req)
+		return h.handleEphemeral(ctx, log, req)
 	}
 	if reason := skipRequest(req); reason != "" {
 		log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
@@ -258,8 +259,10 @@ func (h *Handler) decodePod(object runtime.RawExtension) (*corev1.Pod, error) {
 // handleEphemeral answers an update of pods/ephemeralcontainers: denied when
 // an ephemeral container it adds mounts a hostPath volume of the pod other
 // than read-only, whole and without propagation (see
-// ephemeralHostPathProblems), otherwise allowed unchanged. It never patches.
-func (h *Handler) handleEphemeral(log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
+// ephemeralHostPathProblems), otherwise allowed, with the images of the
+// containers it adds mirrored by the policies that select the pod
+// (mutate.EphemeralMirrors).
+func (h *Handler) handleEphemeral(ctx context.Context, log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
 	pod, err := h.decodePod(req.Object)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
@@ -280,9 +283,48 @@ func (h *Handler) handleEphemeral(log logr.Logger, req cradmission.Request) (cra
 		return cradmission.Denied(fmt.Sprintf("sandbox-webhook: %s; an ephemeral container may mount a hostPath volume only readOnly: true, whole (no subPath or subPathExpr) and without mountPropagation",
 			strings.Join(problems, "; "))), OutcomeDenied
 	}
-	const reason = "sandbox-webhook does not mutate the pods/ephemeralcontainers subresource; no ephemeral container mounts a hostPath volume other than read-only and whole"
+	if resp, outcome, ok := h.mirrorEphemeral(ctx, log, req, pod, old); ok {
+		return resp, outcome
+	}
+	const reason = "no ephemeral container mounts a hostPath volume other than read-only and whole, and no image of one is mirrored"
 	log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
 	return cradmission.Allowed(reason), OutcomeSkipped
+}
+
+// mirrorEphemeral patches the images of the ephemeral containers the
+// update adds, by the mirrors of the policies that select the pod; ok is
+// false when there is nothing to patch.
+func (h *Handler) mirrorEphemeral(ctx context.Context, log logr.Logger, req cradmission.Request, pod, old *corev1.Pod) (cradmission.Response, Outcome, bool) {
+	cfg := h.config.Load()
+	nsName := cmp.Or(req.Namespace, pod.Namespace)
+	if cfg == nil || nsName == "" {
+		return cradmission.Response{}, "", false
+	}
+	ns, known := h.namespaces(ctx, nsName)
+	if !known {
+		if slices.ContainsFunc(cfg.Policies.Policies, func(p *policy.Policy) bool { return len(p.Mirrors) > 0 }) {
+			resp, outcome := errored(log, http.StatusServiceUnavailable,
+				fmt.Errorf("namespace %q is not in the webhook's namespace cache yet; retry", nsName))
+			return resp, outcome, true
+		}
+		return cradmission.Response{}, "", false
+	}
+	ns.Name = nsName
+	mutated := pod.DeepCopy()
+	items := mutate.EphemeralMirrors(mutated, old, ns, cfg.Policies, cfg.Options)
+	if len(items) == 0 {
+		return cradmission.Response{}, "", false
+	}
+	patch, err := h.patch(req.Object.Raw, pod, mutated)
+	if err != nil {
+		resp, outcome := errored(log, http.StatusInternalServerError, fmt.Errorf("computing the patch: %w", err))
+		return resp, outcome, true
+	}
+	log.V(1).Info("Admission decision", "outcome", OutcomeMutated, "applied", items, "patchBytes", len(patch))
+	pt := admissionv1.PatchTypeJSONPatch
+	resp := cradmission.Allowed("ephemeral container images mirrored: " + strings.Join(items, ", "))
+	resp.Patch, resp.PatchType = patch, &pt
+	return resp, OutcomeMutated, true
 }
 
 // skipRequest says why a request is not one this webhook mutates, or "".

@@ -145,14 +145,14 @@ func TestHandle(t *testing.T) {
 		outcome: OutcomeSkipped, allowed: true, code: 200,
 		message: "only at CREATE, not DELETE",
 	}, {
-		name: "a subresource is not mutated",
+		name: "an ephemeral containers update with nothing to refuse or mirror is allowed unchanged",
 		req: func() (cradmission.Request, []byte) {
 			r, raw := op(admissionv1.Update, "sandboxes", podJSON(t, "basic"))
 			r.SubResource = "ephemeralcontainers"
 			return r, raw
 		},
 		outcome: OutcomeSkipped, allowed: true, code: 200,
-		message: "pods/ephemeralcontainers subresource",
+		message: "no image of one is mirrored",
 	}, {
 		name: "other kinds are not mutated",
 		req: func() (cradmission.Request, []byte) {
