@@ -24,7 +24,7 @@ func TestExamples(t *testing.T) {
 	if code != command.ExitOK || stderr != "" {
 		t.Fatalf("exit code %d:\n%s%s", code, stdout, stderr)
 	}
-	if !strings.HasSuffix(stdout, "7 passed, 0 failed\n") {
+	if !strings.HasSuffix(stdout, "9 passed, 0 failed\n") {
 		t.Errorf("not every example case ran:\n%s", stdout)
 	}
 }

@@ -61,7 +61,7 @@ var Sets = []Set{
 	{Name: "budget", Policies: []string{"testdata/policies/budget.yaml"}, NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
 	{Name: "budget-forced-disk", Policies: []string{"testdata/policies/budget.yaml"}, LeakMitigation: "on", NoMAP: "shm cannot be exported to a MutatingAdmissionPolicy yet"},
 	// Runtime placement, an image mirror and tool paths on PATH.
-	{Name: "placement", Policies: []string{"testdata/policies/placement.yaml"}, NoMAP: "runtime cannot be exported to a MutatingAdmissionPolicy yet"},
+	{Name: "placement", Policies: []string{"examples/policies/placement"}, NoMAP: "runtime cannot be exported to a MutatingAdmissionPolicy yet"},
 }
 
 // Case is one corpus pod under one policy set.
