@@ -33,8 +33,8 @@ tools: ## Build the e2e control plane (kube-apiserver, etcd, and the matrix's ol
 # Older minors from MAP_MINOR on (MutatingAdmissionPolicy v1, GA in 1.36) also
 # prove the exported MAP equals the webhook. TestGuard: the guard rests on how
 # each apiserver evaluates match conditions and reinvokes a webhook that failed open.
-MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestGuard)$$
-MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence|TestGuard)$$
+MATRIX_TESTS  := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestGuard|TestRuntimeClassPlugin)$$
+MAP_TESTS     := ^(TestCorpus|TestReinvocation|TestPodSecurity|TestMemoryLevels|TestMAPEquivalence|TestGuard|TestRuntimeClassPlugin)$$
 MAP_MINOR     := 36
 MATRIX_MINORS := $(patsubst e2e/tools/k8s-%,%,$(wildcard e2e/tools/k8s-1.*))
 # 1.37 adds two gates that depend on PodLevelResources and refuse to start
