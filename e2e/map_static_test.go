@@ -90,6 +90,9 @@ func TestMAPStaticManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := createRuntimeClasses(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
 
 	// The same namespaces on both: twins on the suite's apiserver, served
 	// by a webhook instance, and the corpus names on the second one.
