@@ -257,7 +257,8 @@ func (r *ruleConverter) ephemeral(v any, path *field.Path, lists []string) {
 		cm, _ := c.(map[string]any)
 		name, _ := cm["name"].(string)
 		_, anchored := cm["(name)"]
-		if !anchored && !(slices.Equal(lists, []string{"ephemeralContainers"}) && elementName.MatchString(name)) {
+		element := slices.Equal(lists, []string{"ephemeralContainers"}) && elementName.MatchString(name)
+		if !anchored && !element {
 			r.leave(path.Index(i), "adds an ephemeral container; sandbox-webhook adds no container")
 			return
 		}
@@ -595,6 +596,9 @@ func (r *ruleConverter) foreachLists(list string) ([]string, bool) {
 		return []string{rest}, true
 	}
 	inner, ok := strings.CutPrefix(rest, "[")
+	if !ok {
+		return nil, false
+	}
 	if inner, ok = strings.CutSuffix(inner, "][]"); !ok {
 		return nil, false
 	}
