@@ -29,14 +29,14 @@ import (
 
 // policies are the corpus policies that import exactly and match Pods.
 var policies = []string{"notes-memory.yaml", "notes-disk.yaml", "data-foreach.yaml", "proxy-env.yaml",
-	"foreach-lists.yaml", "foreach-lists-init.yaml", "init-pair.yaml", "autogen.yaml"}
+	"foreach-lists.yaml", "foreach-lists-init.yaml", "init-pair.yaml", "autogen.yaml", "foreach-names.yaml", "anchor-names.yaml"}
 
 // templatePolicies are the corpus policies that import exactly and edit
 // workloads' pod templates: by rules written for the workloads, or by the
 // rules Kyverno generates from a Pod rule (autogen). Kyverno applies each to
 // every golden pod wrapped in a Deployment and in a CronJob; the pod
 // template it returns must be what dry-run of the import makes of the pod.
-var templatePolicies = []string{"workload-template.yaml", "autogen.yaml", "foreach-lists.yaml", "init-pair.yaml"}
+var templatePolicies = []string{"workload-template.yaml", "autogen.yaml", "foreach-lists.yaml", "init-pair.yaml", "foreach-names.yaml", "anchor-names.yaml"}
 
 // The differences docs/migrate-from-kyverno.md lists as intended. Before
 // the pods are compared, both are canonicalised (a typed round trip, as the

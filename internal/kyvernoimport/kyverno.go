@@ -340,8 +340,6 @@ var NotImported = map[string]string{
 	"match.any[].excludePodSelector": "a Kyverno exclude applies to the whole rule: it becomes match.excludePodSelector",
 	"match.optOut.label":             "Kyverno has no opt-out of a rule; an exclude on a pod label becomes match.excludePodSelector",
 	"match.optOut.annotation":        "Kyverno has no opt-out of a rule by annotation",
-	"containers.include":             "a rule's condition on container names is left with its path: a SandboxPolicy's container selection is written by hand",
-	"containers.exclude":             "a rule's condition on container names is left with its path: a SandboxPolicy's container selection is written by hand",
 	"keepMemoryVolumes[].name":       "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
 	"keepMemoryVolumes[].mountPath":  "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
 	"containerLimits":                "adding the caches' sizes to a container's own limit takes arithmetic over it in a Kyverno rule, which this import does not convert",

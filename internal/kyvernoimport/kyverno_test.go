@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -411,6 +412,77 @@ func TestInitPair(t *testing.T) {
 			}
 			if len(c.From[0].Rules) != 2 || len(c.Policy.Spec.Env) != 1 {
 				t.Errorf("from %v, env %+v: want both rules, UV_LINK_MODE once", c.From[0].Rules, c.Policy.Spec.Env)
+			}
+		})
+	}
+}
+
+// TestNameSelection: a (name) anchor's pattern and a foreach's
+// preconditions on the element's name become the globs a SandboxPolicy
+// includes and excludes, where Kyverno compares them as globs; anything
+// else is refused with why.
+func TestNameSelection(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    selection
+		refused string
+	}{
+		{pattern: "*"},
+		{pattern: "main", want: selection{include: []string{"main"}}},
+		{pattern: "main | worker-?", want: selection{include: []string{"main", "worker-?"}}},
+		{pattern: "!istio-proxy", want: selection{exclude: []string{"istio-proxy"}}},
+		{pattern: "sandbox-* & !sandbox-grader", want: selection{include: []string{"sandbox-*"}, exclude: []string{"sandbox-grader"}}},
+		{pattern: "a & b", refused: "two names at once"},
+		{pattern: "a | !b", refused: "joins negations"},
+		{pattern: "1-3", refused: "a range of numbers"},
+		{pattern: "100m", refused: "a quantity"},
+		{pattern: "1h", refused: "a duration"},
+		{pattern: "[a-z]*", refused: "characters a container name does not"},
+		{pattern: ">5", refused: "characters a container name does not"},
+	} {
+		got, why := anchorSelection(tc.pattern)
+		if tc.refused != "" {
+			if !strings.Contains(why, tc.refused) {
+				t.Errorf("(name) %q: %+v %q, want refused saying %q", tc.pattern, got, why, tc.refused)
+			}
+			continue
+		}
+		if why != "" || !got.equal(tc.want) {
+			t.Errorf("(name) %q: %+v %q, want %+v", tc.pattern, got, why, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name, pre string
+		want      selection
+		refused   string
+	}{
+		{name: "any not in", pre: `{all: [{key: "{{ element.name }}", operator: AnyNotIn, value: [istio-proxy, router]}]}`, want: selection{exclude: []string{"istio-proxy", "router"}}},
+		{name: "legacy list", pre: `[{key: "{{element.name}}", operator: NotEquals, value: istio-proxy}]`, want: selection{exclude: []string{"istio-proxy"}}},
+		{name: "in and not", pre: `{all: [{key: "{{ element.name }}", operator: AnyIn, value: ["sandbox-*"]}, {key: "{{ element.name }}", operator: NotEquals, value: sandbox-grader}]}`,
+			want: selection{include: []string{"sandbox-*"}, exclude: []string{"sandbox-grader"}}},
+		{name: "any of two includes", pre: `{any: [{key: "{{ element.name }}", operator: Equals, value: main}, {key: "{{ element.name }}", operator: AnyIn, value: ["worker-*"]}]}`,
+			want: selection{include: []string{"main", "worker-*"}}},
+		{name: "all of two includes", pre: `{all: [{key: "{{ element.name }}", operator: Equals, value: main}, {key: "{{ element.name }}", operator: AnyIn, value: ["worker-*"]}]}`, refused: "two conditions that both select names"},
+		{name: "any of excludes", pre: `{any: [{key: "{{ element.name }}", operator: NotEquals, value: a}, {key: "{{ element.name }}", operator: NotEquals, value: b}]}`, refused: "any of conditions that exclude"},
+		{name: "another key", pre: `{all: [{key: "{{ element.image }}", operator: Equals, value: python}]}`, refused: "another value than the element's name"},
+		{name: "another operator", pre: `{all: [{key: "{{ element.name }}", operator: GreaterThan, value: a}]}`, refused: `operator "GreaterThan"`},
+		{name: "equals a glob that could match a number", pre: `{all: [{key: "{{ element.name }}", operator: Equals, value: "*-main"}]}`, refused: "looks like a number"},
+		{name: "all and any", pre: `{all: [{key: "{{ element.name }}", operator: Equals, value: a}], any: [{key: "{{ element.name }}", operator: Equals, value: b}]}`, refused: "all and any conditions together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pre any
+			if err := sigsyaml.Unmarshal([]byte(tc.pre), &pre); err != nil {
+				t.Fatal(err)
+			}
+			got, _, why := foreachSelection(pre, nil)
+			if tc.refused != "" {
+				if !strings.Contains(why, tc.refused) {
+					t.Errorf("%+v %q, want refused saying %q", got, why, tc.refused)
+				}
+				return
+			}
+			if why != "" || !got.equal(tc.want) {
+				t.Errorf("%+v %q, want %+v", got, why, tc.want)
 			}
 		})
 	}

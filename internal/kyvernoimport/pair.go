@@ -25,7 +25,7 @@ func pairInit(rcs []*ruleConverter) {
 			if a == b || a.pairedInto != nil || a.inj.reach() != inContainers || !sameMatch(a.m, b.m) {
 				continue
 			}
-			if a.inj.memory != nil && a.inj.memory.Level != policy.LevelPod || !a.inj.samePerContainer(b.inj) {
+			if a.inj.memory != nil && a.inj.memory.Level != policy.LevelPod || !a.inj.samePerContainer(b.inj) || !selectionOf(a.inj).equal(selectionOf(b.inj)) {
 				differ = append(differ, a.name)
 				continue
 			}
@@ -96,4 +96,12 @@ func sameMatch(a, b policy.Match) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// selectionOf is the containers inj's parts go into by name.
+func selectionOf(inj *injection) selection {
+	if inj.sel == nil {
+		return selection{}
+	}
+	return *inj.sel
 }

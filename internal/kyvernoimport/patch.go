@@ -31,7 +31,8 @@ type injection struct {
 	memory  *policy.Memory
 	shm     *policy.Shm
 	disk    *policy.Disk
-	init    bool // the per-container parts reach init containers too
+	init    bool       // the per-container parts reach init containers too
+	sel     *selection // the containers they go into by name
 }
 
 type volume struct {
@@ -188,6 +189,9 @@ func (inj *injection) spec() policy.Spec {
 	if !inj.init {
 		s.Containers.InitContainers = ptr.To(false)
 	}
+	if inj.sel != nil {
+		s.Containers.Include, s.Containers.Exclude = inj.sel.include, inj.sel.exclude
+	}
 	return s
 }
 
@@ -279,8 +283,13 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 		kp := path.Child(k)
 		switch {
 		case k == "(name)" && !inForeach:
-			if c[k] != "*" {
-				r.leave(kp, fmt.Sprintf("a condition on container names (%v): a SandboxPolicy goes into every container, less the names it excludes; write the selection in spec.containers", c[k]))
+			pattern, _ := c[k].(string)
+			sel, why := anchorSelection(pattern)
+			if why != "" {
+				r.leave(kp, fmt.Sprintf("a condition on container names (%v): %s; write the selection in spec.containers", c[k], why))
+				return
+			}
+			if !r.selects(inj, sel, kp) {
 				return
 			}
 			named = true
@@ -296,6 +305,9 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 				// anchor selects the element in its own list only.
 				r.leave(kp, fmt.Sprintf("name without the (name) anchor, in a foreach over %s: for each element of the other lists Kyverno adds a container of its name to %s; the (name) anchor edits the element in its own list only",
 					strings.Join(lists, ", "), listName))
+				return
+			}
+			if !r.selects(inj, r.foreachSel, kp) {
 				return
 			}
 			named = true
@@ -560,6 +572,9 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 		case len(segs) >= 4 && segs[3] == "*" && len(lists) > 1:
 			r.leave(ip.Child("path"), fmt.Sprintf("{{elementIndex}} counts the elements of %s together, so as an index into %s it names other containers than the element", strings.Join(lists, ", "), segs[2]))
 		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
+			if !r.selects(inj, r.foreachSel, ip) {
+				continue
+			}
 			switch segs[4] {
 			case "volumeMounts":
 				r.mount(inj, value, ip.Child("value"), listBit)
@@ -623,10 +638,19 @@ func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
 			r.leave(ep.Child("list"), fmt.Sprintf("iterates %q; import converts a foreach over %s.containers or .initContainers, or several container lists flattened (%s.[initContainers, containers][])", list, spec, spec))
 			continue
 		}
+		r.foreachSel = selection{}
+		if pre, ok := em["preconditions"]; ok {
+			sel, at, why := foreachSelection(pre, ep.Child("preconditions"))
+			if why != "" {
+				r.leave(at, "not converted: the foreach's preconditions decide per container on what a SandboxPolicy cannot express: "+why)
+				continue
+			}
+			r.foreachSel = sel
+		}
 		for _, k := range sortedKeys(em) {
 			kp := ep.Child(k)
 			switch k {
-			case "list", "order":
+			case "list", "order", "preconditions":
 			case "patchStrategicMerge":
 				p, _ := em[k].(map[string]any)
 				r.pod(inj, p, kp, lists)

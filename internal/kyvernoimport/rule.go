@@ -153,10 +153,12 @@ func groupRules(rcs []*ruleConverter) []*group {
 		// Only a rule that injects something is named where the policy
 		// came from.
 		contributes := !inj.empty()
+		sel := selectionOf(inj)
 		key, _ := json.Marshal(struct {
-			M policy.Match
-			I bool
-		}{rc.m, inj.init})
+			M        policy.Match
+			I        bool
+			Inc, Exc []string
+		}{rc.m, inj.init, sel.include, sel.exclude})
 		if n := len(groups); n > 0 && groups[n-1].key == string(key) && groups[n-1].inj.compatible(inj) {
 			g := groups[n-1]
 			g.inj.add(inj)
@@ -172,7 +174,7 @@ func groupRules(rcs []*ruleConverter) []*group {
 			g.rules = []string{rc.name}
 		}
 		if n := len(groups); n > 0 && contributes {
-			why := "selects other pods (its match, exclude or init-container choice differs)"
+			why := "selects other pods or containers (its match, exclude, init-container choice or container names differ)"
 			if groups[n-1].key == string(key) {
 				why = "injects what the rules before it contest (the same volume, mount path or env name otherwise)"
 			}
@@ -251,6 +253,8 @@ type ruleConverter struct {
 	// only, which edits their pod template.
 	podPath   []string
 	workloads []string
+	// foreachSel is the selection of the foreach entry being read.
+	foreachSel selection
 
 	m   policy.Match
 	inj *injection
