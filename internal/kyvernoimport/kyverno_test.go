@@ -487,3 +487,47 @@ func TestNameSelection(t *testing.T) {
 		})
 	}
 }
+
+// TestAnchorVolumes: Kyverno adds a rule's volumes whether or not a (name)
+// anchor selects a container of the pod; the webhook adds a cache only where
+// it mounts it, and the import lists that difference.
+func TestAnchorVolumes(t *testing.T) {
+	rule := func(anchor string) string {
+		return `    - name: r
+      match: {any: [{resources: {kinds: [Pod]}}]}
+      mutate:
+        patchStrategicMerge:
+          spec:
+            volumes: [{name: uv-cache, emptyDir: {sizeLimit: 1Gi}}]
+            containers: [{(name): "` + anchor + `", volumeMounts: [{name: uv-cache, mountPath: /root/.cache/uv}]}]
+`
+	}
+	for anchor, want := range map[string]int{"*": 0, "main | worker-*": 1} {
+		res := convertYAML(t, mutatePolicy(rule(anchor)))
+		if !res.Exact() || len(res.Policies) != 1 || len(res.Differences) != want {
+			t.Errorf("(name) %q: %d policies, differences %v, left out %v; want %d differences", anchor, len(res.Policies), res.Differences, res.LeftOut, want)
+		}
+	}
+}
+
+// TestPairedIntoDuplicate: an init rule pairs with an app rule that a third
+// rule, covering both lists at once, duplicates: all three name the one
+// SandboxPolicy.
+func TestPairedIntoDuplicate(t *testing.T) {
+	const pods = `{kinds: [Pod], namespaces: [sandboxes]}`
+	both := `    - name: both
+      match: {any: [{resources: ` + pods + `}]}
+      mutate:
+        patchStrategicMerge:
+          spec:
+            containers: [{(name): "*", env: [{name: UV_LINK_MODE, value: copy}]}]
+            initContainers: [{(name): "*", env: [{name: UV_LINK_MODE, value: copy}]}]
+`
+	res := convertYAML(t, mutatePolicy(both+envRule("app", pods, "spec: ", "containers", `(name): "*"`)+envRule("init", pods, "spec: ", "initContainers", `(name): "*"`)))
+	if !res.Exact() || len(res.Policies) != 1 {
+		t.Fatalf("not converted exactly into one: %v %v, %d policies", res.Refused, res.LeftOut, len(res.Policies))
+	}
+	if got := res.Policies[0].From[0].Rules; !cmp.Equal(got, []string{"both", "app", "init"}) {
+		t.Errorf("from rules %v, want both, app, init", got)
+	}
+}

@@ -33,6 +33,8 @@ type injection struct {
 	disk    *policy.Disk
 	init    bool       // the per-container parts reach init containers too
 	sel     *selection // the containers they go into by name
+	// byAnchor says a (name) anchor other than "*" selects them.
+	byAnchor bool
 }
 
 type volume struct {
@@ -155,6 +157,9 @@ func (inj *injection) check(r *ruleConverter) {
 		}
 	}
 	inj.volumes = kept
+	if inj.byAnchor && len(kept) > 0 {
+		r.differs(r.path.Child("mutate"), "Kyverno adds the rule's volumes to a pod none of whose containers the (name) anchor selects, mounted nowhere; sandbox-webhook adds a cache or asset only to a pod it mounts it in")
+	}
 	var env []envVar
 	for i, e := range inj.env {
 		if reach(e.lists, field.NewPath("env").Index(i), fmt.Sprintf("env var %s", e.Name)) {
@@ -292,6 +297,7 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 			if !r.selects(inj, sel, kp) {
 				return
 			}
+			inj.byAnchor = inj.byAnchor || pattern != "*"
 			named = true
 		case (k == "name" || k == "(name)") && inForeach:
 			// The element itself: by its name, or by the anchor that

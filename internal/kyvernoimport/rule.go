@@ -188,7 +188,8 @@ func groupRules(rcs []*ruleConverter) []*group {
 		if into == nil {
 			continue
 		}
-		g := of[into]
+		// A rule paired with one that another duplicates joins that one.
+		g := of[cmp.Or(into.duplicateOf, into)]
 		g.rules = append(g.rules, rc.name)
 		g.notes = append(g.notes, rc.notes...)
 		switch {
