@@ -531,3 +531,37 @@ func TestPairedIntoDuplicate(t *testing.T) {
 		t.Errorf("from rules %v, want both, app, init", got)
 	}
 }
+
+// TestWorkloadJSONPatch: a JSON patch of a workload's pod template is read
+// below its path; one outside it is left out.
+func TestWorkloadJSONPatch(t *testing.T) {
+	rule := func(kind, list, path string) string {
+		return `    - name: r
+      match: {any: [{resources: {kinds: [` + kind + `], namespaces: [sandboxes]}}]}
+      mutate:
+        foreach:
+          - list: request.object.` + list + `.containers
+            patchesJson6902: |-
+              - op: add
+                path: ` + path + `/containers/{{elementIndex}}/env/-
+                value: {name: UV_LINK_MODE, value: copy}
+`
+	}
+	for _, tc := range []struct {
+		kind, list, path string
+		exact            bool
+	}{
+		{"Deployment", "spec.template.spec", "/spec/template/spec", true},
+		{"CronJob", "spec.jobTemplate.spec.template.spec", "/spec/jobTemplate/spec/template/spec", true},
+		{"Deployment", "spec.template.spec", "/spec", false},
+		{"CronJob", "spec.jobTemplate.spec.template.spec", "/spec/template/spec", false},
+	} {
+		res := convertYAML(t, mutatePolicy(rule(tc.kind, tc.list, tc.path)))
+		if tc.exact != res.Exact() || tc.exact && (len(res.Policies) != 1 || len(res.Policies[0].Policy.Spec.Env) != 1) {
+			t.Errorf("%s %s: exact %v (left out %v), %d policies; want exact %v", tc.kind, tc.path, res.Exact(), res.LeftOut, len(res.Policies), tc.exact)
+		}
+		if !tc.exact && (len(res.LeftOut) != 1 || !strings.Contains(res.LeftOut[0].Reason, "is not in the pod template")) {
+			t.Errorf("%s %s: left out %v, want the path named outside the pod template", tc.kind, tc.path, res.LeftOut)
+		}
+	}
+}
