@@ -86,9 +86,6 @@ func anchorSelection(pattern string) (selection, string) {
 	return s, ""
 }
 
-// elementKey matches a condition's key that is the foreach element's name.
-var elementKey = regexp.MustCompile(`^\{\{\s*element\.name\s*\}\}$`)
-
 // foreachSelection reads the preconditions of a foreach entry that decide
 // on the element's name alone: Equals, AnyIn (the element is one of the
 // globs), NotEquals, AnyNotIn (none of them); all of them must hold, or any
@@ -122,21 +119,12 @@ func foreachSelection(v any, path *field.Path) (selection, *field.Path, string) 
 		cp := condPath.Index(i)
 		m, _ := c.(map[string]any)
 		key, _ := m["key"].(string)
-		if !elementKey.MatchString(key) {
+		if !elementName.MatchString(key) {
 			return s, cp.Child("key"), "a condition on another value than the element's name ({{ element.name }}): a SandboxPolicy selects containers by name only"
 		}
-		var values []string
-		switch v := m["value"].(type) {
-		case string:
-			values = []string{v}
-		case []any:
-			for _, x := range v {
-				str, ok := x.(string)
-				if !ok {
-					return s, cp.Child("value"), "a value that is not a name"
-				}
-				values = append(values, str)
-			}
+		values, ok := conditionValues(m["value"])
+		if !ok {
+			return s, cp.Child("value"), "a value that is not a name"
 		}
 		if len(values) == 0 {
 			return s, cp.Child("value"), "no names to compare with"

@@ -407,16 +407,7 @@ func createCheck(cond any) bool {
 		return false
 	}
 	op, _ := m["operator"].(string)
-	var values []string
-	switch v := m["value"].(type) {
-	case string:
-		values = []string{v}
-	case []any:
-		for _, x := range v {
-			s, _ := x.(string)
-			values = append(values, s)
-		}
-	}
+	values, _ := conditionValues(m["value"])
 	has := slices.Contains(values, "CREATE")
 	switch op {
 	case "Equals", "Equal", "In", "AnyIn", "AllIn":
@@ -425,4 +416,24 @@ func createCheck(cond any) bool {
 		return !has
 	}
 	return false
+}
+
+// conditionValues reads a condition's value, one string or a list of them;
+// ok is false when the list holds anything else, which values leaves out.
+func conditionValues(v any) (values []string, ok bool) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, true
+	case []any:
+		ok = true
+		for _, x := range v {
+			s, isString := x.(string)
+			if !isString {
+				ok = false
+				continue
+			}
+			values = append(values, s)
+		}
+	}
+	return values, ok
 }
