@@ -281,8 +281,8 @@ const workloadSelector = "selects the workloads by their own labels: the pods th
 	"write the pods' labels in match.podSelector by hand"
 
 // kinds settles what the rule's patch edits: the pod, for a rule that
-// matches Pods (the workloads it matches besides are noted: the webhook
-// mutates the pods they create); or the pod template, for a rule that
+// matches Pods (the workloads it matches besides are noted: their pods are
+// Pods it matches); or the pod template, for a rule that
 // matches workloads alone, which must all keep it at the same path and
 // not be selected by their labels.
 func (r *ruleConverter) kinds(blocks []block, path *field.Path) bool {
@@ -292,7 +292,7 @@ func (r *ruleConverter) kinds(blocks []block, path *field.Path) bool {
 	for _, b := range blocks {
 		if pods {
 			for i, kind := range b.workloads {
-				r.notes = append(r.notes, fmt.Sprintf("%s: %s: the webhook mutates the pods these create, as Kyverno's rules auto-generated for them do", b.kindPaths[i], kind))
+				r.notes = append(r.notes, fmt.Sprintf("%s: %s: the pods these create are Pods the rule matches, which the webhook mutates; Kyverno generates no rule for their pod template from a rule that names Pod beside them", b.kindPaths[i], kind))
 			}
 			continue
 		}
