@@ -202,7 +202,7 @@ cluster-e2e: ## A two-node cluster in its own network and mount namespaces: the 
 
 .PHONY: kyverno-parity
 kyverno-parity: build-cli ## Kyverno's own engine (its CLI, built into bin/ once) against dry-run of the import, on the golden pods (docs/migrate-from-kyverno.md).
-	KYVERNO=$$(bash hack/kyverno.sh) && cd e2e && KYVERNO=$$KYVERNO go test -tags kyvernoparity -count=1 -v ./kyvernoparity/
+	KYVERNO=$$(bash hack/kyverno.sh) && cd e2e && KYVERNO=$$KYVERNO SANDBOX_WEBHOOK_CLI=$(BIN)/kubectl-sandbox_webhook go test -tags kyvernoparity -count=1 -v ./kyvernoparity/
 
 .PHONY: arm64-e2e
 arm64-e2e: tools image ## The golden corpus through the API server against the image's arm64 server binary, run under qemu-user-static (root, apt).

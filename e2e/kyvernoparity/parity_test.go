@@ -27,8 +27,16 @@ import (
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
 )
 
-// policies are the corpus policies that import exactly.
-var policies = []string{"notes-memory.yaml", "notes-disk.yaml", "data-foreach.yaml", "proxy-env.yaml"}
+// policies are the corpus policies that import exactly and match Pods.
+var policies = []string{"notes-memory.yaml", "notes-disk.yaml", "data-foreach.yaml", "proxy-env.yaml",
+	"foreach-lists.yaml", "foreach-lists-init.yaml", "init-pair.yaml", "autogen.yaml", "foreach-names.yaml", "anchor-names.yaml"}
+
+// templatePolicies are the corpus policies that import exactly and edit
+// workloads' pod templates: by rules written for the workloads, or by the
+// rules Kyverno generates from a Pod rule (autogen). Kyverno applies each to
+// every golden pod wrapped in a Deployment and in a CronJob; the pod
+// template it returns must be what dry-run of the import makes of the pod.
+var templatePolicies = []string{"workload-template.yaml", "autogen.yaml", "foreach-lists.yaml", "init-pair.yaml", "foreach-names.yaml", "anchor-names.yaml"}
 
 // The differences docs/migrate-from-kyverno.md lists as intended. Before
 // the pods are compared, both are canonicalised (a typed round trip, as the
@@ -65,63 +73,99 @@ func TestKyvernoParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kyverno := os.Getenv("KYVERNO")
-	cli := filepath.Join(root, "bin", "kubectl-sandbox_webhook")
+	kyverno, cli := os.Getenv("KYVERNO"), os.Getenv("SANDBOX_WEBHOOK_CLI")
 	for _, bin := range []string{kyverno, cli} {
 		if _, err := os.Stat(bin); err != nil {
-			t.Fatalf("%v: make kyverno-parity builds the binaries and sets KYVERNO", err)
+			t.Fatalf("%v: make kyverno-parity builds the binaries and sets KYVERNO and SANDBOX_WEBHOOK_CLI", err)
 		}
 	}
 	dir := t.TempDir()
 	namespaces := namespaceFile(t, root, dir)
 	pods := namedPods(t, root, dir)
+	// The pods as workloads, each kind in a directory of its own: Kyverno
+	// names its output after the resource.
+	workloads := map[string][]string{}
+	for _, kind := range []string{"Deployment", "CronJob"} {
+		workloads[kind] = wrapPods(t, pods, filepath.Join(dir, strings.ToLower(kind)+"s"), kind)
+	}
 	compared, mutated := 0, 0
 	differed := map[string]bool{}
+	compare := func(t *testing.T, p, imported, name, pod string, want any) {
+		t.Helper()
+		webhook, _ := run(t, "", cli, "dry-run", "-p", imported, "-f", pod, "--namespaces", namespaces, "-o", "json")
+		got := generic(t, webhook, "dry-run of "+pod)
+		compared++
+		if !cmp.Equal(generic(t, read(t, pod), pod), want) {
+			mutated++
+		}
+		w, g := canonical(t, want), canonical(t, got)
+		takeIntended(w, g, strings.Contains(string(read(t, imported)), "mode: disk"))
+		diffs := unexplained(w, g, "")
+		reason, listed := podDifferences[name]
+		switch {
+		case listed && len(diffs) > 0:
+			differed[name] = true
+			t.Logf("%s, pod %s: intended: %s (%d differences)", p, name, reason, len(diffs))
+		default:
+			for _, d := range diffs {
+				t.Errorf("%s, pod %s: %s", p, name, d)
+			}
+		}
+	}
+	// apply runs Kyverno's engine on resources and returns the directory
+	// of what it mutated.
+	apply := func(t *testing.T, kyvernoPolicy, out string, resources []string) string {
+		t.Helper()
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"apply", kyvernoPolicy, "--values-file", filepath.Join(dir, "values.yaml"), "-o", out, "--remove-color"}
+		for _, r := range resources {
+			args = append(args, "--resource", r)
+		}
+		run(t, "", kyverno, args...)
+		return out
+	}
+	importPolicy := func(t *testing.T, p string) (kyvernoPolicy, imported string) {
+		t.Helper()
+		kyvernoPolicy = filepath.Join(root, "testdata", "kyverno", p)
+		imported = filepath.Join(dir, strings.TrimSuffix(p, ".yaml")+".sandbox.yaml")
+		out, stderr := run(t, "", cli, "import", "kyverno", kyvernoPolicy)
+		if err := os.WriteFile(imported, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("import: %s", bytes.TrimSpace(stderr))
+		return kyvernoPolicy, imported
+	}
 	for _, p := range policies {
 		t.Run(p, func(t *testing.T) {
-			kyvernoPolicy := filepath.Join(root, "testdata", "kyverno", p)
-			imported := filepath.Join(dir, strings.TrimSuffix(p, ".yaml")+".sandbox.yaml")
-			out, stderr := run(t, "", cli, "import", "kyverno", kyvernoPolicy)
-			if err := os.WriteFile(imported, out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("import: %s", bytes.TrimSpace(stderr))
-			kyvernoOut := filepath.Join(dir, "kyverno-"+strings.TrimSuffix(p, ".yaml"))
-			if err := os.MkdirAll(kyvernoOut, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			args := []string{"apply", kyvernoPolicy, "--values-file", filepath.Join(dir, "values.yaml"), "-o", kyvernoOut, "--remove-color"}
-			for _, pod := range pods {
-				args = append(args, "--resource", pod)
-			}
-			run(t, "", kyverno, args...)
+			kyvernoPolicy, imported := importPolicy(t, p)
+			kyvernoOut := apply(t, kyvernoPolicy, filepath.Join(dir, "kyverno-"+strings.TrimSuffix(p, ".yaml")), pods)
 			for _, pod := range pods {
 				name := podName(t, pod)
-				webhook, _ := run(t, "", cli, "dry-run", "-p", imported, "-f", pod, "--namespaces", namespaces, "-o", "json")
-				got := generic(t, webhook, "dry-run of "+pod)
 				want := generic(t, read(t, pod), pod)
 				if b, err := os.ReadFile(filepath.Join(kyvernoOut, name+"-mutated.yaml")); err == nil {
 					want = generic(t, b, "kyverno's "+name)
 				}
-				compared++
-				if !cmp.Equal(generic(t, read(t, pod), pod), want) {
-					mutated++
-				}
-				w, g := canonical(t, want), canonical(t, got)
-				takeIntended(w, g, strings.Contains(string(read(t, imported)), "mode: disk"))
-				diffs := unexplained(w, g, "")
-				reason, listed := podDifferences[name]
-				switch {
-				case listed && len(diffs) > 0:
-					differed[name] = true
-					t.Logf("%s, pod %s: intended: %s (%d differences)", p, name, reason, len(diffs))
-				default:
-					for _, d := range diffs {
-						t.Errorf("%s, pod %s: %s", p, name, d)
-					}
-				}
+				compare(t, p, imported, name, pod, want)
 			}
 		})
+	}
+	for _, p := range templatePolicies {
+		for _, kind := range []string{"Deployment", "CronJob"} {
+			t.Run(p+"/"+kind, func(t *testing.T) {
+				kyvernoPolicy, imported := importPolicy(t, p)
+				kyvernoOut := apply(t, kyvernoPolicy, filepath.Join(dir, "kyverno-"+strings.TrimSuffix(p, ".yaml")+"-"+kind), workloads[kind])
+				for _, pod := range pods {
+					name := podName(t, pod)
+					want := generic(t, read(t, pod), pod)
+					if b, err := os.ReadFile(filepath.Join(kyvernoOut, name+"-mutated.yaml")); err == nil {
+						want = podOf(t, want, generic(t, b, "kyverno's "+kind+" "+name), kind)
+					}
+					compare(t, p+" on a "+kind, imported, name, pod, want)
+				}
+			})
+		}
 	}
 	for name := range podDifferences {
 		if !differed[name] {
@@ -132,6 +176,67 @@ func TestKyvernoParity(t *testing.T) {
 	if mutated < compared/4 {
 		t.Errorf("Kyverno mutated only %d of %d: the corpus policies miss the pods, and parity proves nothing", mutated, compared)
 	}
+}
+
+// templatePaths are where a workload of each kind keeps its pod template.
+var templatePaths = map[string][]string{
+	"Deployment": {"spec", "template"},
+	"CronJob":    {"spec", "jobTemplate", "spec", "template"},
+}
+
+// wrapPods writes each pod into dir as a workload of kind (Deployment or
+// CronJob) whose pod template is the pod: its labels, annotations and spec.
+func wrapPods(t *testing.T, pods []string, dir, kind string) []string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range pods {
+		pod := generic(t, read(t, f), f).(map[string]any)
+		md := pod["metadata"].(map[string]any)
+		tmplMeta := map[string]any{}
+		for _, k := range []string{"labels", "annotations"} {
+			if v, ok := md[k]; ok {
+				tmplMeta[k] = v
+			}
+		}
+		template := map[string]any{"metadata": tmplMeta, "spec": pod["spec"]}
+		w := map[string]any{"metadata": map[string]any{"name": md["name"], "namespace": md["namespace"]}}
+		switch kind {
+		case "Deployment":
+			labels, _ := md["labels"].(map[string]any)
+			w["apiVersion"], w["kind"] = "apps/v1", kind
+			w["spec"] = map[string]any{"selector": map[string]any{"matchLabels": labels}, "template": template}
+		case "CronJob":
+			w["apiVersion"], w["kind"] = "batch/v1", kind
+			w["spec"] = map[string]any{"schedule": "@hourly", "jobTemplate": map[string]any{"spec": map[string]any{"template": template}}}
+		}
+		path := filepath.Join(dir, filepath.Base(f))
+		write(t, path, w)
+		out = append(out, path)
+	}
+	return out
+}
+
+// podOf is the pod Kyverno's mutated workload creates: the pod as it was,
+// with the workload's pod template's labels, annotations and spec.
+func podOf(t *testing.T, pod, workload any, kind string) any {
+	t.Helper()
+	template, ok := nested(workload, templatePaths[kind]...).(map[string]any)
+	if !ok {
+		t.Fatalf("Kyverno's %s has no pod template: %v", kind, workload)
+	}
+	out := pod.(map[string]any)
+	md := out["metadata"].(map[string]any)
+	for _, k := range []string{"labels", "annotations"} {
+		delete(md, k)
+		if v := nested(template, "metadata", k); v != nil {
+			md[k] = v
+		}
+	}
+	out["spec"] = template["spec"]
+	return out
 }
 
 // unexplained lists the differences between Kyverno's pod (want) and the

@@ -1,9 +1,10 @@
 // Package kyvernoimport converts Kyverno mutate policies of the shapes
 // sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
-// read-only hostPath mounts in every container, literal env, memory limits,
-// and matches by kind, namespace and labels. Every part it does not convert
-// is reported with its field path and why; nothing is dropped silently or
-// guessed.
+// read-only hostPath mounts in the containers a rule reaches (every one, or
+// those it selects by list and name), literal env, memory limits, and
+// matches by kind, namespace and labels, of pods or of the workloads whose
+// pod templates a rule patches. Every part it does not convert is reported
+// with its field path and why; nothing is dropped silently or guessed.
 //
 // It reads the policies as generic YAML: the product does not link Kyverno,
 // and a field of a newer Kyverno that this package does not know is reported
@@ -340,8 +341,6 @@ var NotImported = map[string]string{
 	"match.any[].excludePodSelector":          "a Kyverno exclude applies to the whole rule: it becomes match.excludePodSelector",
 	"match.optOut.label":                      "Kyverno has no opt-out of a rule; an exclude on a pod label becomes match.excludePodSelector",
 	"match.optOut.annotation":                 "Kyverno has no opt-out of a rule by annotation",
-	"containers.include":                      "a rule's condition on container names is left with its path: a SandboxPolicy's container selection is written by hand",
-	"containers.exclude":                      "a rule's condition on container names is left with its path: a SandboxPolicy's container selection is written by hand",
 	"keepMemoryVolumes[].name":                "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
 	"keepMemoryVolumes[].mountPath":           "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
 	"containerLimits":                         "adding the caches' sizes to a container's own limit takes arithmetic over it in a Kyverno rule, which this import does not convert",

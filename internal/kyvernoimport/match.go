@@ -17,10 +17,23 @@ import (
 // are created, which comes to the same pods.
 var workloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicaSet", "ReplicationController"}
 
+// The paths from a matched object to the pod spec its patch edits: a Pod's
+// own, a workload's pod template, a CronJob's.
+var (
+	podSpecPath     = []string{"spec"}
+	templatePath    = []string{"spec", "template", "spec"}
+	jobTemplatePath = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+)
+
 // block is one resource filter of a match or exclude.
 type block struct {
 	namespaces                     []string
 	namespaceSelector, podSelector *metav1.LabelSelector
+	// pods says the block matches Pods; workloads lists the workload
+	// kinds it matches, and where.
+	pods      bool
+	workloads []string
+	kindPaths []*field.Path
 }
 
 // match converts the rule's match and exclude.
@@ -32,7 +45,7 @@ func (r *ruleConverter) match(rule map[string]any) (policy.Match, bool) {
 		return policy.Match{}, false
 	}
 	anyBlocks, allBlocks, ok := r.filters(mv, mp, true)
-	if !ok {
+	if !ok || !r.kinds(append(slices.Clone(anyBlocks), allBlocks...), mp) {
 		return policy.Match{}, false
 	}
 	var m policy.Match
@@ -136,6 +149,9 @@ func (r *ruleConverter) exclude(m *policy.Match, ev map[string]any, path *field.
 			return false
 		case b.namespaces != nil:
 			m.ExcludeNamespaces = append(m.ExcludeNamespaces, b.namespaces...)
+		case b.podSelector != nil && r.workloads != nil:
+			r.refuse(r.name, bp.Child("selector"), workloadSelector)
+			return false
 		case b.podSelector != nil:
 			if m.ExcludePodSelector != nil {
 				r.refuse(r.name, bp.Child("selector"), "two excluded pod selectors cannot be expressed; a SandboxPolicy has one")
@@ -203,7 +219,6 @@ func (r *ruleConverter) filter(f map[string]any, path *field.Path, isMatch bool)
 	}
 	res, _ := f["resources"].(map[string]any)
 	rp := path.Child("resources")
-	pods := !isMatch
 	for _, k := range sortedKeys(res) {
 		kp := rp.Child(k)
 		switch k {
@@ -213,9 +228,10 @@ func (r *ruleConverter) filter(f map[string]any, path *field.Path, isMatch bool)
 				kind, _ := kv.(string)
 				switch bare := kind[strings.LastIndex(kind, "/")+1:]; {
 				case bare == "Pod" && (kind == "Pod" || kind == "v1/Pod" || kind == "*/Pod" || kind == "*/*/Pod" || kind == "/v1/Pod"):
-					pods = true
+					b.pods = true
 				case slices.Contains(workloadKinds, bare):
-					r.notes = append(r.notes, fmt.Sprintf("%s: %s: the webhook mutates the pods these create, as Kyverno's rules auto-generated for them do", kp.Index(i), kind))
+					b.workloads = append(b.workloads, bare)
+					b.kindPaths = append(b.kindPaths, kp.Index(i))
 				default:
 					r.refuse(r.name, kp.Index(i), fmt.Sprintf("kind %q: sandbox-webhook mutates Pods only", kind))
 					return b, false
@@ -252,11 +268,61 @@ func (r *ruleConverter) filter(f map[string]any, path *field.Path, isMatch bool)
 			return b, false
 		}
 	}
-	if !pods {
+	if isMatch && !b.pods && b.workloads == nil {
 		r.refuse(r.name, rp.Child("kinds"), "the block does not match Pods")
 		return b, false
 	}
 	return b, true
+}
+
+// workloadSelector is why a rule that selects workloads by their labels is
+// refused.
+const workloadSelector = "selects the workloads by their own labels: the pods they create carry their pod template's labels, which may differ, so no pod selector is sure to select the same pods; " +
+	"write the pods' labels in match.podSelector by hand"
+
+// kinds settles what the rule's patch edits: the pod, for a rule that
+// matches Pods (the workloads it matches besides are noted: their pods are
+// Pods it matches); or the pod template, for a rule that
+// matches workloads alone, which must all keep it at the same path and
+// not be selected by their labels.
+func (r *ruleConverter) kinds(blocks []block, path *field.Path) bool {
+	r.podPath = podSpecPath
+	pods := slices.ContainsFunc(blocks, func(b block) bool { return b.pods })
+	var workloads []string
+	for _, b := range blocks {
+		if pods {
+			for i, kind := range b.workloads {
+				r.notes = append(r.notes, fmt.Sprintf("%s: %s: the pods these create are Pods the rule matches, which the webhook mutates; Kyverno generates no rule for their pod template from a rule that names Pod beside them", b.kindPaths[i], kind))
+			}
+			continue
+		}
+		workloads = append(workloads, b.workloads...)
+	}
+	if pods {
+		if i := slices.IndexFunc(blocks, func(b block) bool { return !b.pods }); i >= 0 {
+			r.refuse(r.name, blocks[i].kindPaths[0], "one block matches Pods, another only workloads: a patch edits a pod's spec or a workload's pod template, not both")
+			return false
+		}
+		return true
+	}
+	for _, b := range blocks {
+		if b.podSelector != nil {
+			r.refuse(r.name, path, workloadSelector)
+			return false
+		}
+	}
+	cron := slices.Contains(workloads, "CronJob")
+	if cron && slices.ContainsFunc(workloads, func(k string) bool { return k != "CronJob" }) {
+		r.refuse(r.name, path, "matches CronJobs and other workloads: a CronJob keeps its pod template at spec.jobTemplate.spec.template, the others at spec.template, and one patch edits one of them (Kyverno's auto-generated rules split them)")
+		return false
+	}
+	r.podPath = templatePath
+	if cron {
+		r.podPath = jobTemplatePath
+	}
+	slices.Sort(workloads)
+	r.workloads = slices.Compact(workloads)
+	return true
 }
 
 // selector decodes a label selector, refusing wildcards in its values,

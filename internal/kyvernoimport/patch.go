@@ -31,7 +31,10 @@ type injection struct {
 	memory  *policy.Memory
 	shm     *policy.Shm
 	disk    *policy.Disk
-	init    bool // the per-container parts reach init containers too
+	init    bool       // the per-container parts reach init containers too
+	sel     *selection // the containers they go into by name
+	// byAnchor says a (name) anchor other than "*" selects them.
+	byAnchor bool
 }
 
 type volume struct {
@@ -154,6 +157,9 @@ func (inj *injection) check(r *ruleConverter) {
 		}
 	}
 	inj.volumes = kept
+	if inj.byAnchor && len(kept) > 0 {
+		r.differs(r.path.Child("mutate"), "Kyverno adds the rule's volumes to a pod none of whose containers the (name) anchor selects, mounted nowhere; sandbox-webhook adds a cache or asset only to a pod it mounts it in")
+	}
 	var env []envVar
 	for i, e := range inj.env {
 		if reach(e.lists, field.NewPath("env").Index(i), fmt.Sprintf("env var %s", e.Name)) {
@@ -188,73 +194,126 @@ func (inj *injection) spec() policy.Spec {
 	if !inj.init {
 		s.Containers.InitContainers = ptr.To(false)
 	}
+	if inj.sel != nil {
+		s.Containers.Include, s.Containers.Exclude = inj.sel.include, inj.sel.exclude
+	}
 	return s
 }
 
-// pod reads a strategic merge patch of a pod. lists is set inside a
-// foreach: the containers it iterates.
+// pod reads a strategic merge patch of a pod, or of a workload's pod
+// template (r.podPath leads to the pod spec). lists is set inside a
+// foreach: the container lists it iterates.
 func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, lists []string) {
-	for _, k := range sortedKeys(p) {
-		kp := path.Child(k)
-		if k != "spec" {
-			r.leave(kp, "not converted: sandbox-webhook writes a pod's spec only (and its own status annotation)")
-			continue
-		}
-		spec, _ := p[k].(map[string]any)
-		for _, sk := range sortedKeys(spec) {
-			sp := kp.Child(sk)
-			switch sk {
-			case "volumes":
-				list, _ := spec[sk].([]any)
-				for i, v := range list {
-					vm, _ := v.(map[string]any)
-					r.volume(inj, vm, sp.Index(i))
+	spec, sp := p, path
+	for i, want := range r.podPath {
+		var next map[string]any
+		for _, k := range sortedKeys(spec) {
+			kp := sp.Child(k)
+			if k != want {
+				why := "not converted: sandbox-webhook writes a pod's spec only (and its own status annotation)"
+				if i > 0 {
+					why = fmt.Sprintf("not converted: the rule matches %s, whose pods are made from %s; sandbox-webhook writes the pod's spec only (and its own status annotation)",
+						strings.Join(r.workloads, ", "), strings.Join(r.podPath, "."))
 				}
-			case "containers", "initContainers":
-				list, _ := spec[sk].([]any)
-				l := inContainers
-				if sk == "initContainers" {
-					l = inInit
-				}
-				if lists != nil && !slices.Contains(lists, sk) {
-					r.leave(sp, fmt.Sprintf("patches %s while iterating %s; the element it names is not one of them", sk, strings.Join(lists, " and ")))
-					continue
-				}
-				for i, c := range list {
-					cm, _ := c.(map[string]any)
-					r.container(inj, cm, sp.Index(i), l, lists != nil)
-				}
-			case "resources":
-				res, _ := spec[sk].(map[string]any)
-				r.memory(inj, res, sp, policy.LevelPod)
-			default:
-				r.leave(sp, "not converted: sandbox-webhook adds volumes, mounts, env and memory only")
+				r.leave(kp, why)
+				continue
 			}
+			next, _ = spec[k].(map[string]any)
+		}
+		spec, sp = next, sp.Child(want)
+	}
+	for _, sk := range sortedKeys(spec) {
+		kp := sp.Child(sk)
+		switch sk {
+		case "volumes":
+			list, _ := spec[sk].([]any)
+			for i, v := range list {
+				vm, _ := v.(map[string]any)
+				r.volume(inj, vm, kp.Index(i))
+			}
+		case "containers", "initContainers":
+			list, _ := spec[sk].([]any)
+			l := inContainers
+			if sk == "initContainers" {
+				l = inInit
+			}
+			if lists != nil && !slices.Contains(lists, sk) {
+				r.leave(kp, fmt.Sprintf("patches %s while iterating %s; the element it names is not one of them", sk, strings.Join(lists, " and ")))
+				continue
+			}
+			for i, c := range list {
+				cm, _ := c.(map[string]any)
+				r.container(inj, cm, kp.Index(i), l, lists, sk)
+			}
+		case "ephemeralContainers":
+			r.ephemeral(spec[sk], kp, lists)
+		case "resources":
+			res, _ := spec[sk].(map[string]any)
+			r.memory(inj, res, kp, policy.LevelPod)
+		default:
+			r.leave(kp, "not converted: sandbox-webhook adds volumes, mounts, env and memory only")
 		}
 	}
+}
+
+// ephemeral reads a patch of the ephemeral containers. A pod has none when
+// it is created: the API server refuses them there and adds them later,
+// through pods/ephemeralcontainers. So a patch that edits the ones the pod
+// has changes nothing at creation; one that adds a container is left out.
+func (r *ruleConverter) ephemeral(v any, path *field.Path, lists []string) {
+	list, _ := v.([]any)
+	for i, c := range list {
+		cm, _ := c.(map[string]any)
+		name, _ := cm["name"].(string)
+		_, anchored := cm["(name)"]
+		element := slices.Equal(lists, []string{"ephemeralContainers"}) && elementName.MatchString(name)
+		if !anchored && !element {
+			r.leave(path.Index(i), "adds an ephemeral container; sandbox-webhook adds no container")
+			return
+		}
+	}
+	r.notes = append(r.notes, fmt.Sprintf("%s: edits ephemeral containers, which a pod does not have when it is created (the API server adds them later, through pods/ephemeralcontainers); sandbox-webhook's items never go into ephemeral containers", path))
 }
 
 // elementName matches the name a foreach patch gives its element.
 var elementName = regexp.MustCompile(`^\{\{\s*element\.name\s*\}\}$`)
 
-// container reads one container element of a patch: in a foreach, the
-// iterated element; otherwise it must be every container, (name): "*".
-func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.Path, list int, inForeach bool) {
+// container reads one container element of a patch of list (containers or
+// initContainers): in a foreach over lists, the iterated element; otherwise
+// it must be every container, (name): "*".
+func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.Path, list int, lists []string, listName string) {
+	inForeach := lists != nil
 	named := false
 	for _, k := range sortedKeys(c) {
 		kp := path.Child(k)
 		switch {
 		case k == "(name)" && !inForeach:
-			if c[k] != "*" {
-				r.leave(kp, fmt.Sprintf("a condition on container names (%v): a SandboxPolicy goes into every container, less the names it excludes; write the selection in spec.containers", c[k]))
+			pattern, _ := c[k].(string)
+			sel, why := anchorSelection(pattern)
+			if why != "" {
+				r.leave(kp, fmt.Sprintf("a condition on container names (%v): %s; write the selection in spec.containers", c[k], why))
 				return
 			}
+			if !r.selects(inj, sel, kp) {
+				return
+			}
+			inj.byAnchor = inj.byAnchor || pattern != "*"
 			named = true
 		case (k == "name" || k == "(name)") && inForeach:
 			// The element itself: by its name, or by the anchor that
 			// selects the container of its name.
 			if s, _ := c[k].(string); !elementName.MatchString(s) {
 				r.leave(kp, "the patch names another container than the foreach element")
+				return
+			}
+			if k == "name" && len(lists) > 1 {
+				// Names are unique across a pod's container lists: the
+				// anchor selects the element in its own list only.
+				r.leave(kp, fmt.Sprintf("name without the (name) anchor, in a foreach over %s: for each element of the other lists Kyverno adds a container of its name to %s; the (name) anchor edits the element in its own list only",
+					strings.Join(lists, ", "), listName))
+				return
+			}
+			if !r.selects(inj, r.foreachSel, kp) {
 				return
 			}
 			named = true
@@ -489,12 +548,25 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 	for _, l := range lists {
 		listBit |= map[string]int{"containers": inContainers, "initContainers": inInit}[l]
 	}
+	// The pod template's path, for a rule that edits one: /spec/template.
+	prefix := ""
+	if n := len(r.podPath); n > 1 {
+		prefix = "/" + strings.Join(r.podPath[:n-1], "/")
+	}
 	for i, o := range ops {
 		op, _ := o.(map[string]any)
 		opName, _ := op["op"].(string)
 		p, _ := op["path"].(string)
 		value, _ := op["value"].(map[string]any)
 		ip := path.Index(i)
+		if prefix != "" {
+			rest, ok := strings.CutPrefix(p, prefix)
+			if !ok || !strings.HasPrefix(rest, "/spec/") {
+				r.leave(ip.Child("path"), fmt.Sprintf("%s is not in the pod template (%s/spec) of the %s it matches; sandbox-webhook writes the pod's spec only", p, prefix, strings.Join(r.workloads, ", ")))
+				continue
+			}
+			p = rest
+		}
 		segs := strings.Split(elementIndex.ReplaceAllString(p, "*"), "/")
 		switch {
 		case opName == "add" && len(segs) == 4 && segs[1] == "spec" && segs[2] == "volumes" && value != nil:
@@ -503,7 +575,12 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			r.memory(inj, map[string]any{"limits": map[string]any{"memory": op["value"]}}, ip, policy.LevelPod)
 		case len(segs) >= 4 && segs[1] == "spec" && (segs[2] == "containers" || segs[2] == "initContainers") && segs[3] != "*":
 			r.leave(ip.Child("path"), fmt.Sprintf("%s names one container by its index; every container needs a foreach over request.object.spec.%s", p, segs[2]))
+		case len(segs) >= 4 && segs[3] == "*" && len(lists) > 1:
+			r.leave(ip.Child("path"), fmt.Sprintf("{{elementIndex}} counts the elements of %s together, so as an index into %s it names other containers than the element", strings.Join(lists, ", "), segs[2]))
 		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
+			if !r.selects(inj, r.foreachSel, ip) {
+				continue
+			}
 			switch segs[4] {
 			case "volumeMounts":
 				r.mount(inj, value, ip.Child("value"), listBit)
@@ -521,10 +598,38 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 
 var elementIndex = regexp.MustCompile(`\{\{\s*elementIndex\s*\}\}`)
 
-// foreachLists are the lists a foreach may iterate, with what they hold.
-var foreachLists = map[string][]string{
-	"request.object.spec.containers":     {"containers"},
-	"request.object.spec.initContainers": {"initContainers"},
+// containerLists are the container lists of a pod spec.
+var containerLists = []string{"containers", "initContainers", "ephemeralContainers"}
+
+// foreachLists reads a foreach list: one container list of the pod spec the
+// rule edits (request.object.spec.containers, or
+// request.object.spec.template.spec.containers for a workload), or several
+// flattened into one, request.object.spec.[initContainers, containers][],
+// as Kyverno's samples iterate every container. "|| `[]`" (the list empty
+// where the pod has none) changes nothing.
+func (r *ruleConverter) foreachLists(list string) ([]string, bool) {
+	expr := strings.TrimSuffix(strings.ReplaceAll(list, " ", ""), "||`[]`")
+	rest, ok := strings.CutPrefix(expr, "request.object."+strings.Join(r.podPath, ".")+".")
+	if !ok {
+		return nil, false
+	}
+	if slices.Contains(containerLists, rest) {
+		return []string{rest}, true
+	}
+	inner, ok := strings.CutPrefix(rest, "[")
+	if !ok {
+		return nil, false
+	}
+	if inner, ok = strings.CutSuffix(inner, "][]"); !ok {
+		return nil, false
+	}
+	lists := strings.Split(inner, ",")
+	for i, l := range lists {
+		if !slices.Contains(containerLists, l) || slices.Contains(lists[:i], l) {
+			return nil, false
+		}
+	}
+	return lists, true
 }
 
 func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
@@ -533,16 +638,25 @@ func (r *ruleConverter) foreach(inj *injection, v any, path *field.Path) {
 		em, _ := e.(map[string]any)
 		ep := path.Index(i)
 		list, _ := em["list"].(string)
-		// "|| `[]`" makes the list empty where the pod has none.
-		lists, ok := foreachLists[strings.TrimSuffix(strings.ReplaceAll(list, " ", ""), "||`[]`")]
+		lists, ok := r.foreachLists(list)
 		if !ok {
-			r.leave(ep.Child("list"), fmt.Sprintf("iterates %q; import converts a foreach over request.object.spec.containers or .initContainers", list))
+			spec := "request.object." + strings.Join(r.podPath, ".")
+			r.leave(ep.Child("list"), fmt.Sprintf("iterates %q; import converts a foreach over %s.containers or .initContainers, or several container lists flattened (%s.[initContainers, containers][])", list, spec, spec))
 			continue
+		}
+		r.foreachSel = selection{}
+		if pre, ok := em["preconditions"]; ok {
+			sel, at, why := foreachSelection(pre, ep.Child("preconditions"))
+			if why != "" {
+				r.leave(at, "not converted: the foreach's preconditions decide per container on what a SandboxPolicy cannot express: "+why)
+				continue
+			}
+			r.foreachSel = sel
 		}
 		for _, k := range sortedKeys(em) {
 			kp := ep.Child(k)
 			switch k {
-			case "list", "order":
+			case "list", "order", "preconditions":
 			case "patchStrategicMerge":
 				p, _ := em[k].(map[string]any)
 				r.pod(inj, p, kp, lists)

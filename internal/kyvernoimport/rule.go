@@ -1,6 +1,7 @@
 package kyvernoimport
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -60,28 +61,41 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		c.refuse("", specPath.Child("rules"), "the policy has no rules")
 		return nil
 	}
-	type group struct {
-		key   string
-		match policy.Match
-		inj   *injection
-		rules []string
-		notes []string
-	}
-	var groups []*group
+	var rcs []*ruleConverter
 	for i, r := range rules {
-		rp := specPath.Child("rules").Index(i)
 		rule, _ := r.(map[string]any)
-		rc := &ruleConverter{policyConverter: c, path: rp}
+		rc := &ruleConverter{policyConverter: c, path: specPath.Child("rules").Index(i)}
 		rc.name, _ = rule["name"].(string)
 		if rc.name == "" {
 			rc.name = fmt.Sprintf("#%d", i+1)
 		}
-		m, inj, ok := rc.convert(rule)
-		if !ok {
+		var ok bool
+		if rc.m, rc.inj, ok = rc.convert(rule); ok {
+			rcs = append(rcs, rc)
+		}
+	}
+	pairInit(rcs)
+	for _, rc := range rcs {
+		if rc.pairedInto != nil {
 			continue
 		}
-		if mem := inj.memory; mem != nil && mem.Level == policy.LevelPod && mem.Limit != "" && mem.Request == "" {
-			rc.proposeRequest(inj)
+		rc.inj.check(rc)
+		if mem := rc.inj.memory; mem != nil && mem.Level == policy.LevelPod && mem.Limit != "" && mem.Request == "" {
+			rc.proposeRequest(rc.inj)
+		}
+		if !rc.inj.empty() {
+			key, _ := json.Marshal(struct {
+				M policy.Match
+				S policy.Spec
+			}{rc.m, rc.inj.spec()})
+			rc.key = string(key)
+		}
+	}
+	findDuplicates(rcs)
+	for _, rc := range rcs {
+		if rc.workloads != nil && (rc.duplicateOf == nil || rc.duplicateOf.workloads != nil) && !rc.inj.empty() {
+			rc.differs(rc.path.Child("match"), fmt.Sprintf("matches %s only: Kyverno mutates their pod templates, at their create and update; "+
+				"the SandboxPolicy mutates every pod its match selects at the pod's creation, bare pods and those of other controllers included", strings.Join(rc.workloads, ", ")))
 		}
 		c.res.Rules++
 		if len(rc.leftOut) == 0 {
@@ -92,36 +106,9 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		}
 		c.res.LeftOut = append(c.res.LeftOut, rc.leftOut...)
 		c.res.Differences = append(c.res.Differences, rc.differ...)
-		// Only a rule that injects something is named where the policy
-		// came from.
-		contributes := !inj.empty()
-		key, _ := json.Marshal(struct {
-			M policy.Match
-			I bool
-		}{m, inj.init})
-		if n := len(groups); n > 0 && groups[n-1].key == string(key) && groups[n-1].inj.compatible(inj) {
-			g := groups[n-1]
-			g.inj.add(inj)
-			if contributes {
-				g.rules = append(g.rules, rc.name)
-			}
-			g.notes = append(g.notes, rc.notes...)
-			continue
-		}
-		g := &group{key: string(key), match: m, inj: inj, notes: rc.notes}
-		if contributes {
-			g.rules = []string{rc.name}
-		}
-		if n := len(groups); n > 0 && contributes {
-			why := "selects other pods (its match, exclude or init-container choice differs)"
-			if groups[n-1].key == string(key) {
-				why = "injects what the rules before it contest (the same volume, mount path or env name otherwise)"
-			}
-			g.notes = append(g.notes, fmt.Sprintf("a SandboxPolicy of its own: rule %s %s, and a SandboxPolicy has one match and one of each item", rc.name, why))
-		}
-		groups = append(groups, g)
 	}
 	c.res.LeftOut = append(c.res.LeftOut, policyLeftOut...)
+	groups := groupRules(rcs)
 	var out []*converted
 	for i, g := range groups {
 		if g.inj.empty() {
@@ -141,6 +128,103 @@ func (c *policyConverter) convert(name string, doc map[string]any) []*converted 
 		})
 	}
 	return out
+}
+
+// group is the rules of one policy that become one SandboxPolicy.
+type group struct {
+	key   string
+	match policy.Match
+	inj   *injection
+	rules []string
+	notes []string
+}
+
+// groupRules joins consecutive rules of the same match whose parts do not
+// contest each other; a rule merged into another (an init-container pair,
+// a duplicate) is named with the group of the rule it joined.
+func groupRules(rcs []*ruleConverter) []*group {
+	var groups []*group
+	of := map[*ruleConverter]*group{}
+	for _, rc := range rcs {
+		if rc.pairedInto != nil || rc.duplicateOf != nil {
+			continue
+		}
+		inj := rc.inj
+		// Only a rule that injects something is named where the policy
+		// came from.
+		contributes := !inj.empty()
+		sel := selectionOf(inj)
+		key, _ := json.Marshal(struct {
+			M        policy.Match
+			I        bool
+			Inc, Exc []string
+		}{rc.m, inj.init, sel.include, sel.exclude})
+		if n := len(groups); n > 0 && groups[n-1].key == string(key) && groups[n-1].inj.compatible(inj) {
+			g := groups[n-1]
+			g.inj.add(inj)
+			if contributes {
+				g.rules = append(g.rules, rc.name)
+			}
+			g.notes = append(g.notes, rc.notes...)
+			of[rc] = g
+			continue
+		}
+		g := &group{key: string(key), match: rc.m, inj: inj, notes: rc.notes}
+		if contributes {
+			g.rules = []string{rc.name}
+		}
+		if n := len(groups); n > 0 && contributes {
+			why := "selects other pods or containers (its match, exclude, init-container choice or container names differ)"
+			if groups[n-1].key == string(key) {
+				why = "injects what the rules before it contest (the same volume, mount path or env name otherwise)"
+			}
+			g.notes = append(g.notes, fmt.Sprintf("a SandboxPolicy of its own: rule %s %s, and a SandboxPolicy has one match and one of each item", rc.name, why))
+		}
+		groups = append(groups, g)
+		of[rc] = g
+	}
+	for _, rc := range rcs {
+		into := cmp.Or(rc.pairedInto, rc.duplicateOf)
+		if into == nil {
+			continue
+		}
+		// A rule paired with one that another duplicates joins that one.
+		g := of[cmp.Or(into.duplicateOf, into)]
+		g.rules = append(g.rules, rc.name)
+		g.notes = append(g.notes, rc.notes...)
+		switch {
+		case rc.pairedInto != nil:
+			g.notes = append(g.notes, fmt.Sprintf("rules %s and %s put the same mounts and env into the app containers and the init containers: one SandboxPolicy, its init containers included", into.name, rc.name))
+		case rc.workloads != nil && into.workloads == nil:
+			g.notes = append(g.notes, fmt.Sprintf("rule %s is rule %s for the pod templates of %s (as Kyverno's auto-generated rules are): the webhook mutates the pods they create with rule %s's items; converted once",
+				rc.name, into.name, strings.Join(rc.workloads, ", "), into.name))
+		default:
+			g.notes = append(g.notes, fmt.Sprintf("rule %s does what rule %s does to the same pods: converted once", rc.name, into.name))
+		}
+	}
+	return groups
+}
+
+// findDuplicates marks each rule that converts to what another rule of the
+// policy converts to, the same match and items, as its duplicate: Kyverno's
+// rules for the workloads' pod templates (auto-generated, autogen-…, or
+// written out) do what the rule for Pods does, to the same pods. The rule
+// for Pods is the one kept, or else the first.
+func findDuplicates(rcs []*ruleConverter) {
+	first := map[string]*ruleConverter{}
+	for _, rc := range rcs {
+		if rc.key == "" {
+			continue
+		}
+		if o, ok := first[rc.key]; !ok || o.workloads != nil && rc.workloads == nil {
+			first[rc.key] = rc
+		}
+	}
+	for _, rc := range rcs {
+		if o := first[rc.key]; rc.key != "" && o != rc {
+			rc.duplicateOf = o
+		}
+	}
 }
 
 // sanitize makes a rule name fit a policy name.
@@ -164,6 +248,21 @@ type ruleConverter struct {
 	leftOut []Finding
 	differ  []Finding
 	notes   []string
+
+	// podPath leads from the matched object to the pod spec the patch
+	// edits; workloads are the kinds of a rule that matches workloads
+	// only, which edits their pod template.
+	podPath   []string
+	workloads []string
+	// foreachSel is the selection of the foreach entry being read.
+	foreachSel selection
+
+	m   policy.Match
+	inj *injection
+	// key is the rule's match and items, to tell duplicates; pairedInto
+	// and duplicateOf name the rule it merged into.
+	key                     string
+	pairedInto, duplicateOf *ruleConverter
 }
 
 // leave records a part of the rule that is not converted.
@@ -263,7 +362,6 @@ func (r *ruleConverter) convert(rule map[string]any) (policy.Match, *injection, 
 			r.leave(mp.Child(k), "not converted: a mutation this import does not know")
 		}
 	}
-	inj.check(r)
 	return m, inj, true
 }
 
@@ -309,16 +407,7 @@ func createCheck(cond any) bool {
 		return false
 	}
 	op, _ := m["operator"].(string)
-	var values []string
-	switch v := m["value"].(type) {
-	case string:
-		values = []string{v}
-	case []any:
-		for _, x := range v {
-			s, _ := x.(string)
-			values = append(values, s)
-		}
-	}
+	values, _ := conditionValues(m["value"])
 	has := slices.Contains(values, "CREATE")
 	switch op {
 	case "Equals", "Equal", "In", "AnyIn", "AllIn":
@@ -327,4 +416,24 @@ func createCheck(cond any) bool {
 		return !has
 	}
 	return false
+}
+
+// conditionValues reads a condition's value, one string or a list of them;
+// ok is false when the list holds anything else, which values leaves out.
+func conditionValues(v any) (values []string, ok bool) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, true
+	case []any:
+		ok = true
+		for _, x := range v {
+			s, isString := x.(string)
+			if !isString {
+				ok = false
+				continue
+			}
+			values = append(values, s)
+		}
+	}
+	return values, ok
 }

@@ -37,20 +37,25 @@ preceded by comments naming the Kyverno policy and rules it came from.
 
 Converted: emptyDir volumes (medium, sizeLimit) and read-only hostPath volumes
 mounted in every container ((name): "*", or a foreach over
-request.object.spec.containers and .initContainers), literal env (value
-overrides, +(value) adds when absent), pod-level and container memory limits
-and requests, in patchStrategicMerge and patchesJson6902 form; matches by kind
-(Pod, and the workloads whose pods Kyverno's auto-generated rules mutate),
-namespaces with wildcards, namespaceSelector and selector, excludes by
-namespace or pod labels, and preconditions that only check the operation. Two
-policies that differ only in the medium of their emptyDirs become one, with a
-note on --leak-mitigation.
+request.object.spec.containers and .initContainers, or over several container
+lists flattened) or in the containers a (name) anchor or a foreach's
+preconditions select by name, literal env (value overrides, +(value) adds when
+absent), pod-level and container memory limits and requests, in
+patchStrategicMerge and patchesJson6902 form; matches by kind (Pod, and the
+workloads whose pods Kyverno's auto-generated rules mutate), namespaces with
+wildcards, namespaceSelector and selector, excludes by namespace or pod labels,
+and preconditions that only check the operation. A rule for workloads alone
+that patches their pod template converts for their pods (the difference
+listed); a rule that repeats another (autogen-) converts once; a rule for the
+init containers that puts there what another puts into the app containers
+merges with it. Two policies that differ only in the medium of their emptyDirs
+become one, with a note on --leak-mitigation.
 
 Everything else is reported rule by rule, with the file, policy, rule, field
 path and why, and never converted by a guess: validate and generate rules,
 context and JMESPath variables, other volume types, CPU, images, annotations,
-container-name conditions other than every container, Kyverno's CEL
-MutatingPolicy.
+container-name conditions Kyverno does not compare as globs, workloads
+selected by their labels, Kyverno's CEL MutatingPolicy.
 
 Parts converted with a difference (a memory value Kyverno writes over the
 pod's own, say) are listed on lines of their own and do not count against
