@@ -61,13 +61,7 @@ func TestCorpus(t *testing.T) {
 		ensureNamespace(t, name+referenceSuffix, labels)
 	}
 
-	var warned warnings
-	cfg := *suite.cp.Config
-	cfg.WarningHandler = &warned
-	cs, err := kubernetes.NewForConfig(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	warned, cs := warningClient(t)
 
 	cases := golden.Cases(t)
 	requireCoverage(t, cases)
@@ -103,7 +97,7 @@ func TestCorpus(t *testing.T) {
 				if c.Set.Name != set.Name {
 					continue
 				}
-				t.Run(c.Name, func(t *testing.T) { corpusCase(t, cs, &warned, c) })
+				t.Run(c.Name, func(t *testing.T) { corpusCase(t, cs, warned, c) })
 			}
 		})
 	}

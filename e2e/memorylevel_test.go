@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/e2e/harness"
@@ -85,13 +84,7 @@ func TestMemoryLevels(t *testing.T) {
 	})
 	ensureNamespace(t, ns+referenceSuffix, nil)
 
-	var warned warnings
-	cfg := *suite.cp.Config
-	cfg.WarningHandler = &warned
-	cs, err := kubernetes.NewForConfig(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	warned, cs := warningClient(t)
 	dropped := suite.podLevelDropped
 	headroom := resource.MustParse("8Gi")
 

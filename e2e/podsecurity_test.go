@@ -33,6 +33,20 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 	w.text = append(w.text, text)
 }
 
+// warningClient is a client of the suite's apiserver whose warnings go to
+// the returned collector.
+func warningClient(t *testing.T) (*warnings, kubernetes.Interface) {
+	t.Helper()
+	warned := &warnings{}
+	cfg := *suite.cp.Config
+	cfg.WarningHandler = warned
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return warned, cs
+}
+
 func (w *warnings) take() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -68,13 +82,7 @@ func TestPodSecurity(t *testing.T) {
 		},
 	})
 
-	var warned warnings
-	cfg := *suite.cp.Config
-	cfg.WarningHandler = &warned
-	cs, err := kubernetes.NewForConfig(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	warned, cs := warningClient(t)
 
 	t.Run("baseline: the asset comes from its image", func(t *testing.T) {
 		got, err := cs.CoreV1().Pods("podsecurity-baseline").Create(t.Context(), testkit.SandboxPod("podsecurity-baseline", "image-asset", sleeping), metav1.CreateOptions{})

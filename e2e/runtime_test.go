@@ -86,13 +86,7 @@ spec:
 		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 	})
 
-	var warned warnings
-	cfg := *suite.cp.Config
-	cfg.WarningHandler = &warned
-	cs, err := kubernetes.NewForConfig(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	warned, cs := warningClient(t)
 	for _, own := range []string{"", "runc"} {
 		t.Run("own class "+cmp.Or(own, "none"), func(t *testing.T) {
 			pod := testkit.SandboxPod(ns, "placed-"+cmp.Or(own, "none"), sleeping)
