@@ -213,3 +213,54 @@ func containerNames(pod *corev1.Pod) string {
 	}
 	return s
 }
+
+// TestReinvocationPlacement: under the placement example, a container a
+// second webhook adds after ours gets its image mirrored and the tool
+// directory on its PATH when the API server calls ours again, and nothing
+// of the first pass is added twice: one PATH entry per container, one copy
+// of the policy's toleration, the image rewritten once.
+func TestReinvocationPlacement(t *testing.T) {
+	const ns = "reinvocation-placement"
+	policies, err := harness.ReadDir(filepath.Join(suite.root, "examples/policies/placement"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := newInstance(t, ns, instanceOptions{
+		policies:   policies,
+		namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+	})
+	startInjector(t, in, &sidecarInjector{})
+
+	got := createPod(t, testkit.SandboxPod(ns, "sandbox", sleeping))
+	if names := containerNames(got); names != "main,"+lateContainer {
+		t.Fatalf("stored containers %s, want main,%s", names, lateContainer)
+	}
+	want := map[string]string{
+		"main":        "mirror.example.com/dockerhub-library/python:3.12-slim",
+		lateContainer: "mirror.example.com/dockerhub-library/busybox:1.37",
+	}
+	const path = "/opt/tools/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, c := range got.Spec.Containers {
+		if c.Image != want[c.Name] {
+			t.Errorf("container %s: image %s, want %s", c.Name, c.Image, want[c.Name])
+		}
+		var paths []string
+		for _, e := range c.Env {
+			if e.Name == "PATH" {
+				paths = append(paths, e.Value)
+			}
+		}
+		if len(paths) != 1 || paths[0] != path {
+			t.Errorf("container %s: PATH %q, want once %q", c.Name, paths, path)
+		}
+	}
+	n := 0
+	for _, tol := range got.Spec.Tolerations {
+		if tol.Key == "sandbox.gke.io/runtime" {
+			n++
+		}
+	}
+	if n != 1 || got.Spec.RuntimeClassName == nil || *got.Spec.RuntimeClassName != "gvisor" {
+		t.Errorf("runtime class %v and %d copies of the policy's toleration, want gvisor and 1", got.Spec.RuntimeClassName, n)
+	}
+}
