@@ -194,7 +194,7 @@ func groupRules(rcs []*ruleConverter) []*group {
 		g.notes = append(g.notes, rc.notes...)
 		switch {
 		case rc.pairedInto != nil:
-			g.notes = append(g.notes, fmt.Sprintf("rules %s and %s put the same mounts and env into the app containers and the init containers: one SandboxPolicy, its init containers included", into.name, rc.name))
+			g.notes = append(g.notes, fmt.Sprintf("rules %s and %s put the same mounts, env and image rewrites into the app containers and the init containers: one SandboxPolicy, its init containers included", into.name, rc.name))
 		case rc.workloads != nil && into.workloads == nil:
 			g.notes = append(g.notes, fmt.Sprintf("rule %s is rule %s for the pod templates of %s (as Kyverno's auto-generated rules are): the webhook mutates the pods they create with rule %s's items; converted once",
 				rc.name, into.name, strings.Join(rc.workloads, ", "), into.name))
