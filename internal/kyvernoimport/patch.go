@@ -578,10 +578,15 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 	var ops []any
 	switch p := v.(type) {
 	case string:
-		if err := sigsyaml.Unmarshal([]byte(p), &ops); err != nil {
+		// Kyverno substitutes the variables in the patch's text before it
+		// reads the YAML: an expression is what the text holds, its
+		// escapes not yet read as YAML's.
+		text, exprs := holdExpressions(p)
+		if err := sigsyaml.Unmarshal([]byte(text), &ops); err != nil {
 			r.leave(path, "not a list of JSON patch operations: "+err.Error())
 			return
 		}
+		restoreExpressions(ops, exprs)
 	case []any:
 		ops = p
 	}

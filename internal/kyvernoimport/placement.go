@@ -254,6 +254,9 @@ func imageRewrite(s string) (from, to, why string) {
 		return "", "", fmt.Sprintf("sets the image to %q, not regex_replace_all('^REGISTRY/', '{{element.image}}', 'MIRROR/') of the element's own image; %s", s, how)
 	}
 	literal, pattern, repl := m[1] != "", m[2], m[3]
+	if strings.Contains(pattern, `\\`) {
+		return "", "", fmt.Sprintf("the pattern '%s', as Kyverno reads it, matches a backslash, which no image has: Kyverno rewrites no image by it (in the text of a patchesJson6902 Kyverno reads the expression before YAML reads its escapes, so \\\\. there is a backslash and any character; \\. is the dot)", pattern)
+	}
 	p := prefixPattern.FindStringSubmatch(pattern)
 	if p == nil {
 		return "", "", fmt.Sprintf("the pattern %q is not a registry or repository prefix (^ghcr\\.io/): Kyverno rewrites images by it that no prefix rule matches alike, such as every registry's, dropping the registry's name; %s", pattern, how)
@@ -315,4 +318,75 @@ func (inj *injection) checkMirrors(r *ruleConverter) {
 		kept = append(kept, m)
 	}
 	inj.mirrors = kept
+}
+
+// holdExpressions replaces each {{ }} expression of text (nested ones
+// inside it) with a placeholder YAML reads as plain text, as Kyverno
+// replaces them with their values before it reads the YAML; exprs[i] is
+// the expression of placeholder i.
+func holdExpressions(text string) (string, []string) {
+	var b strings.Builder
+	var exprs []string
+	for {
+		start := strings.Index(text, "{{")
+		if start < 0 {
+			break
+		}
+		depth, end := 0, -1
+		for i := start; i+1 < len(text); i++ {
+			switch text[i : i+2] {
+			case "{{":
+				depth++
+				i++
+			case "}}":
+				depth--
+				i++
+				if depth == 0 {
+					end = i + 1
+				}
+			}
+			if end >= 0 {
+				break
+			}
+		}
+		if end < 0 {
+			break
+		}
+		b.WriteString(text[:start])
+		b.WriteString(placeholder(len(exprs)))
+		exprs = append(exprs, text[start:end])
+		text = text[end:]
+	}
+	b.WriteString(text)
+	return b.String(), exprs
+}
+
+func placeholder(i int) string { return fmt.Sprintf("KYVERNOEXPRESSION%dHELD", i) }
+
+// restoreExpressions puts the expressions back into the strings of v.
+func restoreExpressions(v any, exprs []string) {
+	restore := func(s string) string {
+		for i := len(exprs) - 1; i >= 0; i-- {
+			s = strings.ReplaceAll(s, placeholder(i), exprs[i])
+		}
+		return s
+	}
+	switch x := v.(type) {
+	case []any:
+		for i := range x {
+			if s, ok := x[i].(string); ok {
+				x[i] = restore(s)
+			} else {
+				restoreExpressions(x[i], exprs)
+			}
+		}
+	case map[string]any:
+		for k := range x {
+			if s, ok := x[k].(string); ok {
+				x[k] = restore(s)
+			} else {
+				restoreExpressions(x[k], exprs)
+			}
+		}
+	}
 }
