@@ -1,8 +1,8 @@
 // Package kyvernoimport converts Kyverno mutate policies of the shapes
 // sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
 // read-only hostPath mounts in the containers a rule reaches (every one, or
-// those it selects by list and name), literal env, memory limits, and
-// matches by kind, namespace and labels, of pods or of the workloads whose
+// those it selects by list and name), literal env, memory limits, runtime
+// placement, image rewrites by a registry prefix, and matches by kind, namespace and labels, of pods or of the workloads whose
 // pod templates a rule patches. Every part it does not convert is reported
 // with its field path and why; nothing is dropped silently or guessed.
 //
