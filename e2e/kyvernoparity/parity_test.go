@@ -45,7 +45,7 @@ var leftOut = map[string][]string{
 // rules Kyverno generates from a Pod rule (autogen). Kyverno applies each to
 // every golden pod wrapped in a Deployment and in a CronJob; the pod
 // template it returns must be what dry-run of the import makes of the pod.
-var templatePolicies = []string{"workload-template.yaml", "autogen.yaml", "foreach-lists.yaml", "init-pair.yaml", "foreach-names.yaml", "anchor-names.yaml"}
+var templatePolicies = []string{"workload-template.yaml", "autogen.yaml", "foreach-lists.yaml", "init-pair.yaml", "foreach-names.yaml", "anchor-names.yaml", "runtime-keep.yaml"}
 
 // The differences docs/migrate-from-kyverno.md lists as intended. Before
 // the pods are compared, both are canonicalised (a typed round trip, as the
