@@ -643,7 +643,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 				r.leave(ip, "not converted: sandbox-webhook adds mounts and env to containers only")
 			}
 		default:
-			r.leave(ip, fmt.Sprintf("%s %s: not converted; sandbox-webhook adds volumes, mounts, env and memory only", opName, p))
+			r.leave(ip, fmt.Sprintf("%s %s: not converted; of JSON patches import converts volumes, mounts, env, memory, appended tolerations and a foreach element's image rewrite", opName, p))
 		}
 	}
 }

@@ -262,10 +262,13 @@ func imageRewrite(s string) (from, to, why string) {
 		return "", "", fmt.Sprintf("the pattern %q is not a registry or repository prefix (^ghcr\\.io/): Kyverno rewrites images by it that no prefix rule matches alike, such as every registry's, dropping the registry's name; %s", pattern, how)
 	}
 	prefix, capture := p[1], p[2] != ""
-	if strings.Contains(strings.ReplaceAll(prefix, `\.`, ""), ".") {
-		return "", "", fmt.Sprintf("the pattern %q has an unescaped '.', which matches any character: Kyverno would also rewrite images of other names (such as the Docker Hub repository %s); escape it (\\.) to convert", pattern, strings.ReplaceAll(strings.ReplaceAll(prefix, `\.`, "."), ".", "-"))
-	}
 	from = strings.ReplaceAll(prefix, `\.`, ".")
+	if imageref.Under(from+"/x", "docker.io") {
+		return "", "", fmt.Sprintf("Kyverno's pattern %q sees the image as written: Docker Hub images written without their registry (busybox, bitnami/redis) are left as they are, and those written docker.io/... are rewritten; sandbox-webhook names every image as the container runtime does and would rewrite both: %s", pattern, how)
+	}
+	if strings.Contains(strings.ReplaceAll(prefix, `\.`, ""), ".") {
+		return "", "", fmt.Sprintf("the pattern %q has an unescaped '.', which matches any character: Kyverno would also rewrite images of other names (such as the Docker Hub repository %s); escape it (\\.) to convert", pattern, strings.ReplaceAll(from, ".", "-"))
+	}
 	switch {
 	case capture && !literal && (strings.HasSuffix(repl, "/$1") || strings.HasSuffix(repl, "/${1}")):
 		to = repl[:strings.LastIndex(repl, "/")]
@@ -273,9 +276,6 @@ func imageRewrite(s string) (from, to, why string) {
 		to = strings.TrimSuffix(repl, "/")
 	default:
 		return "", "", fmt.Sprintf("the replacement %q does not put the rest of the image after a mirror prefix: %s", repl, how)
-	}
-	if imageref.Under(from+"/x", "docker.io") {
-		return "", "", fmt.Sprintf("Kyverno's pattern %q sees the image as written: Docker Hub images written without their registry (busybox, bitnami/redis) are left as they are, and those written docker.io/... are rewritten; sandbox-webhook names every image as the container runtime does and would rewrite both: %s", pattern, how)
 	}
 	for _, s := range []string{from, to} {
 		if bad := imageref.CheckPrefix(s); bad != "" {

@@ -20,6 +20,7 @@ func TestImageRewrite(t *testing.T) {
 		{expr: `{{ regex_replace_all('^docker\.io/', element.image, 'm.example.com/') }}`, why: "Docker Hub images written without their registry"},
 		{expr: `{{ regex_replace_all('^index\.docker\.io/', element.image, 'm.example.com/') }}`, why: "Docker Hub images written without their registry"},
 		{expr: `{{ regex_replace_all('^library/', element.image, 'm.example.com/') }}`, why: "Docker Hub images written without their registry"},
+		{expr: `{{ regex_replace_all('^docker.io/', element.image, 'm.example.com/') }}`, why: "Docker Hub images written without their registry"},
 		// Not a prefix of whole path components.
 		{expr: `{{ regex_replace_all('^ghcr\.io', element.image, 'm.example.com') }}`, why: "not a registry or repository prefix"},
 		{expr: `{{ regex_replace_all('^[^/]+', element.image, 'm.example.com') }}`, why: "not a registry or repository prefix"},
