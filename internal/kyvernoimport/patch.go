@@ -271,12 +271,19 @@ func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, 
 		case "resources":
 			res, _ := spec[sk].(map[string]any)
 			r.memory(inj, res, kp, policy.LevelPod)
-		case "runtimeClassName", "+(runtimeClassName)":
-			r.runtimeClass(inj, sk, spec[sk], kp)
-		case "nodeSelector":
-			r.nodeSelector(inj, spec[sk], kp)
-		case "tolerations":
-			r.tolerations(inj, spec[sk], kp)
+		case "runtimeClassName", "+(runtimeClassName)", "nodeSelector", "tolerations":
+			if lists != nil {
+				r.leave(kp, inForeachWhy(lists))
+				continue
+			}
+			switch sk {
+			case "nodeSelector":
+				r.nodeSelector(inj, spec[sk], kp)
+			case "tolerations":
+				r.tolerations(inj, spec[sk], kp)
+			default:
+				r.runtimeClass(inj, sk, spec[sk], kp)
+			}
 		default:
 			r.leave(kp, "not converted: sandbox-webhook adds volumes, mounts, env, memory, runtime placement and image mirrors only")
 		}
@@ -619,6 +626,8 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			r.volume(inj, value, ip.Child("value"))
 		case (opName == "add" || opName == "replace") && p == "/spec/resources/limits/memory":
 			r.memory(inj, map[string]any{"limits": map[string]any{"memory": op["value"]}}, ip, policy.LevelPod)
+		case opName == "add" && p == "/spec/tolerations/-" && lists != nil:
+			r.leave(ip, inForeachWhy(lists)+", and appends the toleration once per element")
 		case opName == "add" && p == "/spec/tolerations/-":
 			r.tolerationOp(inj, op, ip)
 		case len(segs) >= 4 && segs[1] == "spec" && (segs[2] == "containers" || segs[2] == "initContainers") && segs[3] != "*":

@@ -291,6 +291,11 @@ func (r *ruleConverter) imageOp(inj *injection, op map[string]any, path *field.P
 	r.image(inj, op["value"], path.Child("value"), list)
 }
 
+// inForeachWhy says why placement in a foreach over lists is left out.
+func inForeachWhy(lists []string) string {
+	return fmt.Sprintf("places the pod from a foreach over %s: Kyverno does so only for a pod that has an element to iterate; a SandboxPolicy's runtime places every pod it matches, so write it outside the foreach", strings.Join(lists, ", "))
+}
+
 // tolerationOp reads add /spec/tolerations/-: Kyverno appends the
 // toleration, also when the pod has an equal one.
 func (r *ruleConverter) tolerationOp(inj *injection, op map[string]any, path *field.Path) {

@@ -125,3 +125,38 @@ spec:
 		t.Errorf("runtime %+v", rt)
 	}
 }
+
+// TestPlacementInForeach: placement in a foreach is Kyverno's only for pods
+// with an element to iterate, so it is left out.
+func TestPlacementInForeach(t *testing.T) {
+	r := convertYAML(t, `apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata:
+  name: p
+spec:
+  rules:
+    - name: r
+      match:
+        any:
+          - resources:
+              kinds: [Pod]
+      mutate:
+        foreach:
+          - list: "request.object.spec.initContainers || `+"`[]`"+`"
+            patchStrategicMerge:
+              spec:
+                runtimeClassName: gvisor
+            patchesJson6902: |-
+              - op: add
+                path: /spec/tolerations/-
+                value: {key: pool, operator: Exists}
+`)
+	if len(r.LeftOut) != 2 || len(r.Policies) != 0 {
+		t.Fatalf("left out %v, policies %d", r.LeftOut, len(r.Policies))
+	}
+	for _, f := range r.LeftOut {
+		if !strings.Contains(f.Reason, "foreach over initContainers") {
+			t.Errorf("%s", f)
+		}
+	}
+}
