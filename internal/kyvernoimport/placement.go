@@ -254,7 +254,7 @@ func imageRewrite(s string) (from, to, why string) {
 		return "", "", fmt.Sprintf("sets the image to %q, not regex_replace_all('^REGISTRY/', '{{element.image}}', 'MIRROR/') of the element's own image; %s", s, how)
 	}
 	literal, pattern, repl := m[1] != "", m[2], m[3]
-	if strings.Contains(pattern, `\\`) {
+	if strings.Contains(pattern, `\\`) && prefixPattern.MatchString(strings.ReplaceAll(pattern, `\\`, `\`)) {
 		return "", "", fmt.Sprintf("the pattern '%s', as Kyverno reads it, matches a backslash, which no image has: Kyverno rewrites no image by it (in the text of a patchesJson6902 Kyverno reads the expression before YAML reads its escapes, so \\\\. there is a backslash and any character; \\. is the dot)", pattern)
 	}
 	p := prefixPattern.FindStringSubmatch(pattern)
