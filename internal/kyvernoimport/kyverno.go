@@ -1,8 +1,8 @@
 // Package kyvernoimport converts Kyverno mutate policies of the shapes
 // sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
 // read-only hostPath mounts in the containers a rule reaches (every one, or
-// those it selects by list and name), literal env, memory limits, and
-// matches by kind, namespace and labels, of pods or of the workloads whose
+// those it selects by list and name), literal env, memory limits, runtime
+// placement, image rewrites by a registry prefix, and matches by kind, namespace and labels, of pods or of the workloads whose
 // pod templates a rule patches. Every part it does not convert is reported
 // with its field path and why; nothing is dropped silently or guessed.
 //
@@ -332,32 +332,29 @@ func merge(all []*converted) []Converted {
 	return out
 }
 
+// listEntryWhy says why Kyverno rules that add to a container's own list
+// variable do not become env entries with a position.
+const listEntryWhy = "Kyverno cannot add an entry to a container's own variable: a rule that reads it " +
+	"(element.env[?name=='PATH'].value) writes the whole value, gives a container without the variable \"ENTRY:null\", " +
+	"one that sets it from valueFrom both value and valueFrom (a pod the API server refuses), and one that has the entry first a second copy; " +
+	"write env with position: prepend (and ifUnset) by hand"
+
 // NotImported are the SandboxPolicy fields (their path under spec) that no
 // Kyverno rule converts into, and why: a policy that needs one gets it
 // written by hand after the import.
 var NotImported = map[string]string{
-	"enforcement":                             "a Kyverno mutate rule mutates or does nothing: it has no report-only mode to become shadow",
-	"match.any[].excludeNamespaces":           "a Kyverno exclude applies to the whole rule: it becomes match.excludeNamespaces",
-	"match.any[].excludePodSelector":          "a Kyverno exclude applies to the whole rule: it becomes match.excludePodSelector",
-	"match.optOut.label":                      "Kyverno has no opt-out of a rule; an exclude on a pod label becomes match.excludePodSelector",
-	"match.optOut.annotation":                 "Kyverno has no opt-out of a rule by annotation",
-	"keepMemoryVolumes[].name":                "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
-	"keepMemoryVolumes[].mountPath":           "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
-	"containerLimits":                         "adding the caches' sizes to a container's own limit takes arithmetic over it in a Kyverno rule, which this import does not convert",
-	"assets[].image.reference":                "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
-	"assets[].image.pullPolicy":               "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
-	"assets[].imageForRuntimeClasses":         "a Kyverno rule gives an asset one source; choosing it by the pod's runtime class is written by hand",
-	"env[].position":                          "a Kyverno rule that adds to a variable the pod sets writes the whole value: it is left with its path",
-	"env[].separator":                         "a Kyverno rule that adds to a variable the pod sets writes the whole value: it is left with its path",
-	"env[].ifUnset":                           "a Kyverno rule that adds to a variable the pod sets writes the whole value: it is left with its path",
-	"runtime.className":                       "runtimeClassName in a Kyverno rule is left with its path",
-	"runtime.tolerations[].key":               "tolerations in a Kyverno rule are left with their path",
-	"runtime.tolerations[].operator":          "tolerations in a Kyverno rule are left with their path",
-	"runtime.tolerations[].value":             "tolerations in a Kyverno rule are left with their path",
-	"runtime.tolerations[].effect":            "tolerations in a Kyverno rule are left with their path",
-	"runtime.tolerations[].tolerationSeconds": "tolerations in a Kyverno rule are left with their path",
-	"runtime.nodeSelector":                    "nodeSelector in a Kyverno rule is left with its path",
-	"runtime.onConflict":                      "a Kyverno patch either adds or replaces: onConflict is written by hand",
-	"imageMirrors[].from":                     "image rewrites in a Kyverno rule (foreach over containers with a JMESPath on the image) are left with their path",
-	"imageMirrors[].to":                       "image rewrites in a Kyverno rule (foreach over containers with a JMESPath on the image) are left with their path",
+	"enforcement":                     "a Kyverno mutate rule mutates or does nothing: it has no report-only mode to become shadow",
+	"match.any[].excludeNamespaces":   "a Kyverno exclude applies to the whole rule: it becomes match.excludeNamespaces",
+	"match.any[].excludePodSelector":  "a Kyverno exclude applies to the whole rule: it becomes match.excludePodSelector",
+	"match.optOut.label":              "Kyverno has no opt-out of a rule; an exclude on a pod label becomes match.excludePodSelector",
+	"match.optOut.annotation":         "Kyverno has no opt-out of a rule by annotation",
+	"keepMemoryVolumes[].name":        "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
+	"keepMemoryVolumes[].mountPath":   "a Kyverno rule does not move a pod's own emptyDirs off tmpfs; disk mode (mode: disk) does, and keeps what this names",
+	"containerLimits":                 "adding the caches' sizes to a container's own limit takes arithmetic over it in a Kyverno rule, which this import does not convert",
+	"assets[].image.reference":        "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
+	"assets[].image.pullPolicy":       "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
+	"assets[].imageForRuntimeClasses": "a Kyverno rule gives an asset one source; choosing it by the pod's runtime class is written by hand",
+	"env[].position":                  listEntryWhy,
+	"env[].separator":                 listEntryWhy,
+	"env[].ifUnset":                   listEntryWhy,
 }

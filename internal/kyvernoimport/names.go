@@ -18,6 +18,8 @@ type selection struct {
 	include, exclude []string
 }
 
+func (s selection) empty() bool { return len(s.include) == 0 && len(s.exclude) == 0 }
+
 func (s selection) equal(o selection) bool {
 	return slices.Equal(s.include, o.include) && slices.Equal(s.exclude, o.exclude)
 }

@@ -17,7 +17,7 @@ import (
 // check, which says why it does not convert.
 func pairInit(rcs []*ruleConverter) {
 	for _, b := range rcs {
-		if b.inj.reach() != inInit || b.inj.memory != nil || b.inj.disk != nil {
+		if b.inj.reach() != inInit || b.inj.memory != nil || b.inj.disk != nil || !b.inj.place.empty() {
 			continue
 		}
 		var differ []string
@@ -34,6 +34,9 @@ func pairInit(rcs []*ruleConverter) {
 			}
 			for i := range a.inj.env {
 				a.inj.env[i].lists |= inInit
+			}
+			for i := range a.inj.mirrors {
+				a.inj.mirrors[i].lists |= inInit
 			}
 			b.pairedInto = a
 			break
@@ -66,6 +69,9 @@ func (inj *injection) lists() []int {
 	for _, e := range inj.env {
 		out = append(out, e.lists)
 	}
+	for _, m := range inj.mirrors {
+		out = append(out, m.lists)
+	}
 	return out
 }
 
@@ -73,8 +79,13 @@ func (inj *injection) lists() []int {
 // what inj does in its, and declares no volume inj does not declare alike.
 func (inj *injection) samePerContainer(o *injection) bool {
 	same := func(a, b *mount) bool { return a.mountPath == b.mountPath && a.readOnly == b.readOnly }
-	if !maps.EqualFunc(inj.mounts, o.mounts, same) || len(inj.env) != len(o.env) {
+	if !maps.EqualFunc(inj.mounts, o.mounts, same) || len(inj.env) != len(o.env) || len(inj.mirrors) != len(o.mirrors) {
 		return false
+	}
+	for i := range o.mirrors {
+		if inj.mirrors[i].ImageMirror != o.mirrors[i].ImageMirror {
+			return false
+		}
 	}
 	for _, e := range o.env {
 		if !slices.ContainsFunc(inj.env, func(f envVar) bool { return f.EnvVar == e.EnvVar }) {

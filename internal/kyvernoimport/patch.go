@@ -35,6 +35,8 @@ type injection struct {
 	sel     *selection // the containers they go into by name
 	// byAnchor says a (name) anchor other than "*" selects them.
 	byAnchor bool
+	place    *placement
+	mirrors  []mirror
 }
 
 type volume struct {
@@ -57,11 +59,14 @@ type envVar struct {
 	lists int
 }
 
-func newInjection() *injection { return &injection{mounts: map[string]*mount{}} }
+func newInjection() *injection {
+	return &injection{mounts: map[string]*mount{}, place: newPlacement()}
+}
 
 // empty reports whether inj puts nothing into a pod.
 func (inj *injection) empty() bool {
-	return len(inj.volumes) == 0 && len(inj.env) == 0 && inj.memory == nil && inj.shm == nil && inj.disk == nil
+	return len(inj.volumes) == 0 && len(inj.env) == 0 && inj.memory == nil && inj.shm == nil && inj.disk == nil &&
+		inj.place.empty() && len(inj.mirrors) == 0
 }
 
 // compatible reports whether o can join inj in one SandboxPolicy: no part
@@ -80,7 +85,12 @@ func (inj *injection) compatible(o *injection) bool {
 			return false
 		}
 	}
-	return true
+	for _, m := range o.mirrors {
+		if slices.ContainsFunc(inj.mirrors, func(n mirror) bool { return n.From == m.From }) {
+			return false
+		}
+	}
+	return inj.place.compatible(o.place)
 }
 
 // add joins o, compatible, into inj.
@@ -95,6 +105,8 @@ func (inj *injection) add(o *injection) {
 	}
 	inj.shm = cmp.Or(o.shm, inj.shm)
 	inj.disk = cmp.Or(o.disk, inj.disk)
+	inj.place.add(o.place)
+	inj.mirrors = append(inj.mirrors, o.mirrors...)
 }
 
 // check leaves out, with the reason, what cannot become a SandboxPolicy
@@ -168,6 +180,8 @@ func (inj *injection) check(r *ruleConverter) {
 	}
 	inj.env = env
 	inj.init = lists&inInit != 0
+	inj.place.check(r)
+	inj.checkMirrors(r)
 }
 
 // spec is the SandboxPolicy spec of inj, the match left to the caller.
@@ -191,7 +205,14 @@ func (inj *injection) spec() policy.Spec {
 	}
 	s.Memory = inj.memory
 	s.Shm, s.Disk = inj.shm, inj.disk
-	if !inj.init {
+	s.Runtime = inj.place.runtime()
+	for _, m := range inj.mirrors {
+		s.ImageMirrors = append(s.ImageMirrors, m.ImageMirror)
+	}
+	// Runtime placement and mirrors do not follow the container selector:
+	// a policy of them alone keeps the default one.
+	perContainer := len(inj.volumes) > 0 || len(inj.env) > 0 || inj.memory != nil || inj.shm != nil || inj.disk != nil
+	if !inj.init && perContainer {
 		s.Containers.InitContainers = ptr.To(false)
 	}
 	if inj.sel != nil {
@@ -250,8 +271,21 @@ func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, 
 		case "resources":
 			res, _ := spec[sk].(map[string]any)
 			r.memory(inj, res, kp, policy.LevelPod)
+		case "runtimeClassName", "+(runtimeClassName)", "nodeSelector", "tolerations":
+			if lists != nil {
+				r.leave(kp, inForeachWhy(lists))
+				continue
+			}
+			switch sk {
+			case "nodeSelector":
+				r.nodeSelector(inj, spec[sk], kp)
+			case "tolerations":
+				r.tolerations(inj, spec[sk], kp)
+			default:
+				r.runtimeClass(inj, sk, spec[sk], kp)
+			}
 		default:
-			r.leave(kp, "not converted: sandbox-webhook adds volumes, mounts, env and memory only")
+			r.leave(kp, "not converted: sandbox-webhook adds volumes, mounts, env, memory, runtime placement and image mirrors only")
 		}
 	}
 }
@@ -345,8 +379,14 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 		case "resources":
 			res, _ := c[k].(map[string]any)
 			r.memory(inj, res, kp, policy.LevelContainer)
+		case "image":
+			if !inForeach {
+				r.leave(kp, "sets every container's image to one value; sandbox-webhook rewrites images by registry (imageMirrors), from a foreach over the containers")
+				continue
+			}
+			r.image(inj, c[k], kp, list)
 		default:
-			r.leave(kp, "not converted: sandbox-webhook adds mounts, env and memory to containers only")
+			r.leave(kp, "not converted: sandbox-webhook adds mounts, env and memory to containers, and rewrites their images")
 		}
 	}
 }
@@ -459,6 +499,14 @@ func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, 
 		r.leave(path, "an env var without a value")
 		return
 	}
+	if strings.Contains(ev.Value, "{{") {
+		why := "a value built from variables; a SandboxPolicy sets literal values"
+		if strings.Contains(ev.Value, "element.env") {
+			why = "adds to the container's own " + name + ": " + listEntryWhy
+		}
+		r.leave(path, why)
+		return
+	}
 	for i := range inj.env {
 		if inj.env[i].Name == name && inj.env[i].EnvVar == ev.EnvVar {
 			inj.env[i].lists |= list
@@ -537,10 +585,15 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 	var ops []any
 	switch p := v.(type) {
 	case string:
-		if err := sigsyaml.Unmarshal([]byte(p), &ops); err != nil {
+		// Kyverno substitutes the variables in the patch's text before it
+		// reads the YAML: an expression is what the text holds, its
+		// escapes not yet read as YAML's.
+		text, exprs := holdExpressions(p)
+		if err := sigsyaml.Unmarshal([]byte(text), &ops); err != nil {
 			r.leave(path, "not a list of JSON patch operations: "+err.Error())
 			return
 		}
+		restoreExpressions(ops, exprs)
 	case []any:
 		ops = p
 	}
@@ -573,10 +626,18 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			r.volume(inj, value, ip.Child("value"))
 		case (opName == "add" || opName == "replace") && p == "/spec/resources/limits/memory":
 			r.memory(inj, map[string]any{"limits": map[string]any{"memory": op["value"]}}, ip, policy.LevelPod)
+		case opName == "add" && p == "/spec/tolerations/-" && lists != nil:
+			r.leave(ip, inForeachWhy(lists)+", and appends the toleration once per element")
+		case opName == "add" && p == "/spec/tolerations/-":
+			r.tolerationOp(inj, op, ip)
 		case len(segs) >= 4 && segs[1] == "spec" && (segs[2] == "containers" || segs[2] == "initContainers") && segs[3] != "*":
 			r.leave(ip.Child("path"), fmt.Sprintf("%s names one container by its index; every container needs a foreach over request.object.spec.%s", p, segs[2]))
 		case len(segs) >= 4 && segs[3] == "*" && len(lists) > 1:
 			r.leave(ip.Child("path"), fmt.Sprintf("{{elementIndex}} counts the elements of %s together, so as an index into %s it names other containers than the element", strings.Join(lists, ", "), segs[2]))
+		case len(segs) == 5 && segs[3] == "*" && segs[4] == "image" && (opName == "replace" || opName == "add") && slices.Contains(lists, segs[2]):
+			if r.selects(inj, r.foreachSel, ip) {
+				r.imageOp(inj, op, ip, map[string]int{"containers": inContainers, "initContainers": inInit}[segs[2]])
+			}
 		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
 			if !r.selects(inj, r.foreachSel, ip) {
 				continue
@@ -591,7 +652,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 				r.leave(ip, "not converted: sandbox-webhook adds mounts and env to containers only")
 			}
 		default:
-			r.leave(ip, fmt.Sprintf("%s %s: not converted; sandbox-webhook adds volumes, mounts, env and memory only", opName, p))
+			r.leave(ip, fmt.Sprintf("%s %s: not converted; of JSON patches import converts volumes, mounts, env, memory, appended tolerations and a foreach element's image rewrite", opName, p))
 		}
 	}
 }

@@ -194,7 +194,7 @@ func groupRules(rcs []*ruleConverter) []*group {
 		g.notes = append(g.notes, rc.notes...)
 		switch {
 		case rc.pairedInto != nil:
-			g.notes = append(g.notes, fmt.Sprintf("rules %s and %s put the same mounts and env into the app containers and the init containers: one SandboxPolicy, its init containers included", into.name, rc.name))
+			g.notes = append(g.notes, fmt.Sprintf("rules %s and %s put the same mounts, env and image rewrites into the app containers and the init containers: one SandboxPolicy, its init containers included", into.name, rc.name))
 		case rc.workloads != nil && into.workloads == nil:
 			g.notes = append(g.notes, fmt.Sprintf("rule %s is rule %s for the pod templates of %s (as Kyverno's auto-generated rules are): the webhook mutates the pods they create with rule %s's items; converted once",
 				rc.name, into.name, strings.Join(rc.workloads, ", "), into.name))
@@ -256,6 +256,9 @@ type ruleConverter struct {
 	workloads []string
 	// foreachSel is the selection of the foreach entry being read.
 	foreachSel selection
+	// ifInit is the path of a precondition that the pod has init
+	// containers; nil without one.
+	ifInit *field.Path
 
 	m   policy.Match
 	inj *injection
@@ -362,6 +365,9 @@ func (r *ruleConverter) convert(rule map[string]any) (policy.Match, *injection, 
 			r.leave(mp.Child(k), "not converted: a mutation this import does not know")
 		}
 	}
+	if !r.initOnly(inj) {
+		return policy.Match{}, nil, false
+	}
 	return m, inj, true
 }
 
@@ -387,10 +393,51 @@ func (r *ruleConverter) preconditions(v any, path *field.Path) bool {
 		}
 	}
 	for i, c := range conds {
+		if hasInitContainers(c) {
+			r.ifInit = condPath.Index(i)
+			continue
+		}
 		if !createCheck(c) {
 			r.refuse(r.name, condPath.Index(i), "a precondition other than a check of the operation (that admits CREATE) cannot be expressed in a SandboxPolicy")
 			return false
 		}
+	}
+	return true
+}
+
+// hasInitContainers reports whether cond checks that the pod has init
+// containers, as Kyverno's replace-image-registry sample guards its rule
+// for them: {{ request.object.spec.initContainers[] || `[]` | length(@) }}
+// at least 1.
+func hasInitContainers(cond any) bool {
+	m, ok := cond.(map[string]any)
+	if !ok || len(m) != 3 {
+		return false
+	}
+	key, _ := m["key"].(string)
+	if strings.ReplaceAll(key, " ", "") != "{{request.object.spec.initContainers[]||`[]`|length(@)}}" {
+		return false
+	}
+	op, _ := m["operator"].(string)
+	switch v := scalar(m["value"]); {
+	case op == "GreaterThanOrEquals" && v == "1", op == "GreaterThan" && v == "0":
+		return true
+	}
+	return false
+}
+
+// initOnly refuses a rule guarded by a check of the pod's init containers
+// that does more than rewrite their images: the check changes nothing only
+// for a rule that rewrites the init containers' images alone.
+func (r *ruleConverter) initOnly(inj *injection) bool {
+	if r.ifInit == nil {
+		return true
+	}
+	other := !inj.place.empty() || len(inj.volumes) > 0 || len(inj.mounts) > 0 || len(inj.env) > 0 || inj.memory != nil || inj.shm != nil || inj.disk != nil ||
+		slices.ContainsFunc(inj.mirrors, func(m mirror) bool { return m.lists&inContainers != 0 })
+	if other {
+		r.refuse(r.name, r.ifInit, "the rule applies only to pods with init containers, and does more than rewrite their images: a SandboxPolicy cannot ask whether a pod has init containers")
+		return false
 	}
 	return true
 }

@@ -44,7 +44,10 @@ absent), pod-level and container memory limits and requests, in
 patchStrategicMerge and patchesJson6902 form; matches by kind (Pod, and the
 workloads whose pods Kyverno's auto-generated rules mutate), namespaces with
 wildcards, namespaceSelector and selector, excludes by namespace or pod labels,
-and preconditions that only check the operation. A rule for workloads alone
+and preconditions that only check the operation; runtimeClassName,
+nodeSelector entries (+() keeps the pod's own) and tolerations; a foreach's
+image rewritten by regex_replace_all('^REGISTRY/', '{{element.image}}',
+'MIRROR/') of a registry other than Docker Hub. A rule for workloads alone
 that patches their pod template converts for their pods (the difference
 listed); a rule that repeats another (autogen-) converts once; a rule for the
 init containers that puts there what another puts into the app containers
@@ -53,7 +56,9 @@ become one, with a note on --leak-mitigation.
 
 Everything else is reported rule by rule, with the file, policy, rule, field
 path and why, and never converted by a guess: validate and generate rules,
-context and JMESPath variables, other volume types, CPU, images, annotations,
+context and JMESPath variables (a PATH prepend among them), other volume
+types, CPU, other image rewrites (every registry to one mirror, Docker Hub by
+its written prefix, image_normalize), annotations,
 container-name conditions Kyverno does not compare as globs, workloads
 selected by their labels, Kyverno's CEL MutatingPolicy.
 
