@@ -1,8 +1,9 @@
 // Package kyvernoimport converts Kyverno mutate policies of the shapes
 // sandbox-webhook replaces into SandboxPolicy documents: emptyDir caches and
 // read-only hostPath mounts in the containers a rule reaches (every one, or
-// those it selects by list and name), literal env, memory limits, runtime
-// placement, image rewrites by a registry prefix, and matches by kind, namespace and labels, of pods or of the workloads whose
+// those it selects by list and name), literal env and entries added to a
+// container's own list variable (PATH), memory limits, runtime placement,
+// image rewrites by a registry prefix, and matches by kind, namespace and labels, of pods or of the workloads whose
 // pod templates a rule patches. Every part it does not convert is reported
 // with its field path and why; nothing is dropped silently or guessed.
 //
@@ -333,10 +334,12 @@ func merge(all []*converted) []Converted {
 }
 
 // listEntryWhy says why Kyverno rules that add to a container's own list
-// variable do not become env entries with a position.
+// variable, but not as listEntry reads them, do not become env entries
+// with a position.
 const listEntryWhy = "Kyverno cannot add an entry to a container's own variable: a rule that reads it " +
 	"(element.env[?name=='PATH'].value) writes the whole value, gives a container without the variable \"ENTRY:null\", " +
 	"one that sets it from valueFrom both value and valueFrom (a pod the API server refuses), and one that has the entry first a second copy; " +
+	"import converts \"ENTRY:{{ element.env[?name=='PATH'].value | [0] }}\" (or \"{{ ... }}:ENTRY\", the same variable's own value and nothing else, in a foreach's strategic merge) into env with position, which differs from Kyverno on those containers only; " +
 	"write env with position: prepend (and ifUnset) by hand"
 
 // NotImported are the SandboxPolicy fields (their path under spec) that no
@@ -354,7 +357,5 @@ var NotImported = map[string]string{
 	"assets[].image.reference":        "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
 	"assets[].image.pullPolicy":       "an image volume in a Kyverno rule is left with its path (a volume of another type than emptyDir or hostPath)",
 	"assets[].imageForRuntimeClasses": "a Kyverno rule gives an asset one source; choosing it by the pod's runtime class is written by hand",
-	"env[].position":                  listEntryWhy,
-	"env[].separator":                 listEntryWhy,
-	"env[].ifUnset":                   listEntryWhy,
+	"env[].ifUnset":                   "Kyverno sees the pod, not the image: a rule that adds to a container's own variable has no value for a container that leaves it to the image (it writes \"ENTRY:null\"), so none names the image's list that ifUnset gives such a container",
 }

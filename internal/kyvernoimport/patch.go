@@ -374,7 +374,7 @@ func (r *ruleConverter) container(inj *injection, c map[string]any, path *field.
 			env, _ := c[k].([]any)
 			for i, e := range env {
 				em, _ := e.(map[string]any)
-				r.env(inj, em, kp.Index(i), list)
+				r.env(inj, em, kp.Index(i), list, inForeach)
 			}
 		case "resources":
 			res, _ := c[k].(map[string]any)
@@ -474,7 +474,10 @@ func (r *ruleConverter) mount(inj *injection, m map[string]any, path *field.Path
 	inj.mounts[name] = mt
 }
 
-func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, list int) {
+// env reads one env var of a container's patch; element says it is a
+// foreach element's strategic merge, whose value may add to the
+// element's own (listEntry).
+func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, list int, element bool) {
 	name, _ := e["name"].(string)
 	if name == "" {
 		r.leave(path, "an env var without a plain name")
@@ -489,7 +492,6 @@ func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, 
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Override, true
 		case "+(value)":
 			ev.Value, ev.OnConflict, set = scalar(e[k]), policy.Keep, true
-			r.differs(path.Child(k), fmt.Sprintf("Kyverno keeps a container's own %s, but adds it without a value to a container that lacks it (the anchor guards the value, not the variable); onConflict: keep sets the value there", name))
 		default:
 			r.leave(path.Child(k), "not converted: a SandboxPolicy sets literal values (value, or +(value) when absent)")
 			return
@@ -499,19 +501,30 @@ func (r *ruleConverter) env(inj *injection, e map[string]any, path *field.Path, 
 		r.leave(path, "an env var without a value")
 		return
 	}
+	differs := ""
 	if strings.Contains(ev.Value, "{{") {
-		why := "a value built from variables; a SandboxPolicy sets literal values"
-		if strings.Contains(ev.Value, "element.env") {
-			why = "adds to the container's own " + name + ": " + listEntryWhy
+		entry, ok := listEntry(name, ev.Value)
+		if !ok || !element || ev.OnConflict != policy.Override {
+			why := "a value built from variables; a SandboxPolicy sets literal values"
+			if strings.Contains(ev.Value, "element.env") {
+				why = "adds to the container's own " + name + ": " + listEntryWhy
+			}
+			r.leave(path, why)
+			return
 		}
-		r.leave(path, why)
-		return
+		ev.EnvVar, differs = entry, listEntryDifference(entry)
 	}
 	for i := range inj.env {
 		if inj.env[i].Name == name && inj.env[i].EnvVar == ev.EnvVar {
 			inj.env[i].lists |= list
 			return
 		}
+	}
+	switch {
+	case differs != "":
+		r.differs(path.Child("value"), differs)
+	case ev.OnConflict == policy.Keep:
+		r.differs(path.Child("+(value)"), fmt.Sprintf("Kyverno keeps a container's own %s, but adds it without a value to a container that lacks it (the anchor guards the value, not the variable); onConflict: keep sets the value there", name))
 	}
 	inj.env = append(inj.env, ev)
 }
@@ -646,7 +659,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			case "volumeMounts":
 				r.mount(inj, value, ip.Child("value"), listBit)
 			case "env":
-				r.env(inj, value, ip.Child("value"), listBit)
+				r.env(inj, value, ip.Child("value"), listBit, false)
 				r.notes = append(r.notes, fmt.Sprintf("%s: appending env var %v adds a second entry when the container sets it already (the later wins); sandbox-webhook replaces the container's own value instead", ip, value["name"]))
 			default:
 				r.leave(ip, "not converted: sandbox-webhook adds mounts and env to containers only")
