@@ -30,15 +30,35 @@ import (
 // policies are the corpus policies that import exactly and match Pods.
 var policies = []string{"notes-memory.yaml", "notes-disk.yaml", "data-foreach.yaml", "proxy-env.yaml",
 	"foreach-lists.yaml", "foreach-lists-init.yaml", "init-pair.yaml", "autogen.yaml", "foreach-names.yaml", "anchor-names.yaml",
-	"runtime-keep.yaml", "image-mirror.yaml", "placement.yaml"}
+	"runtime-keep.yaml", "image-mirror.yaml", "placement.yaml", "path-append.yaml"}
 
 // leftOut are the corpus policies of policies that import with parts left
 // out (--allow-partial, exit 5), and the rules left out: the import must
 // name exactly these, and Kyverno applies the policy without them, so that
 // what converted is compared with what Kyverno does.
-var leftOut = map[string][]string{
-	"placement.yaml": {"tools-path"}, // a PATH prepend: Kyverno writes the whole value (docs/migrate-from-kyverno.md)
+var leftOut = map[string][]string{}
+
+// envEntries are the corpus policies of policies whose rules add to the
+// containers' own list variables (ENTRY:{{ own }} or {{ own }}:ENTRY), and
+// what their values put before and after the container's own value. On a
+// container that sets the variable to a plain value without the entry in
+// its place, Kyverno and the imported env entry must give the same; on the
+// others they differ as the import says (docs/migrate-from-kyverno.md), and
+// takeEnvEntries checks what each gives there.
+var envEntries = map[string][]envEntry{
+	"placement.yaml":   {{name: "PATH", before: "/opt/tools/bin:"}},
+	"path-append.yaml": {{name: "PATH", before: "/opt/tools/bin:"}, {name: "PYTHONPATH", after: ":/opt/tools/lib"}},
 }
+
+type envEntry struct{ name, before, after string }
+
+// The containers takeEnvEntries tells apart.
+const (
+	entryByValue   = "set by value"
+	entryUnset     = "not set"
+	entryValueFrom = "set from valueFrom"
+	entryInPlace   = "set with the entry in place"
+)
 
 // templatePolicies are the corpus policies that import exactly and edit
 // workloads' pod templates: by rules written for the workloads, or by the
@@ -100,16 +120,20 @@ func TestKyvernoParity(t *testing.T) {
 	}
 	compared, mutated := 0, 0
 	differed := map[string]bool{}
-	compare := func(t *testing.T, p, imported, name, pod string, want any) {
+	compare := func(t *testing.T, p, imported, name, pod string, want any, entries map[string]int) {
 		t.Helper()
 		webhook, _ := run(t, "", cli, "dry-run", "-p", imported, "-f", pod, "--namespaces", namespaces, "-o", "json")
 		got := generic(t, webhook, "dry-run of "+pod)
 		compared++
-		if !cmp.Equal(generic(t, read(t, pod), pod), want) {
+		orig := generic(t, read(t, pod), pod)
+		if !cmp.Equal(orig, want) {
 			mutated++
 		}
 		w, g := canonical(t, want), canonical(t, got)
 		takeIntended(w, g, strings.Contains(string(read(t, imported)), "mode: disk"))
+		if e, ok := envEntries[p]; ok {
+			takeEnvEntries(t, name, e, canonical(t, orig), w, g, entries)
+		}
 		diffs := unexplained(w, g, "")
 		reason, listed := podDifferences[name]
 		switch {
@@ -157,13 +181,22 @@ func TestKyvernoParity(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			kyvernoPolicy, imported := importPolicy(t, p)
 			kyvernoOut := apply(t, kyvernoPolicy, filepath.Join(dir, "kyverno-"+strings.TrimSuffix(p, ".yaml")), pods)
+			entries := map[string]int{}
 			for _, pod := range pods {
 				name := podName(t, pod)
 				want := generic(t, read(t, pod), pod)
 				if b, err := os.ReadFile(filepath.Join(kyvernoOut, name+"-mutated.yaml")); err == nil {
 					want = generic(t, b, "kyverno's "+name)
 				}
-				compare(t, p, imported, name, pod, want)
+				compare(t, p, imported, name, pod, want, entries)
+			}
+			if _, ok := envEntries[p]; ok {
+				t.Logf("%s: containers by their own value of the variables it adds to: %v", p, entries)
+				for _, c := range []string{entryByValue, entryUnset, entryValueFrom, entryInPlace} {
+					if entries[c] == 0 {
+						t.Errorf("%s: no corpus container with the variables %s: the comparison of that case proves nothing", p, c)
+					}
+				}
 			}
 		})
 	}
@@ -178,7 +211,7 @@ func TestKyvernoParity(t *testing.T) {
 					if b, err := os.ReadFile(filepath.Join(kyvernoOut, name+"-mutated.yaml")); err == nil {
 						want = podOf(t, want, generic(t, b, "kyverno's "+kind+" "+name), kind)
 					}
-					compare(t, p+" on a "+kind, imported, name, pod, want)
+					compare(t, p+" on a "+kind, imported, name, pod, want, nil)
 				}
 			})
 		}
@@ -192,6 +225,91 @@ func TestKyvernoParity(t *testing.T) {
 	if mutated < compared/4 {
 		t.Errorf("Kyverno mutated only %d of %d: the corpus policies miss the pods, and parity proves nothing", mutated, compared)
 	}
+}
+
+// takeEnvEntries checks, in each app container of a pod that the policy
+// matches (app: sandbox), what Kyverno (want) and the webhook (got) made of
+// each variable entries add to, given the container's own (orig); where
+// they differ as the import says, it checks what each gives and makes
+// want the webhook's, for the rest of the pod to be compared. seen counts
+// the containers of each case.
+func takeEnvEntries(t *testing.T, pod string, entries []envEntry, orig, want, got map[string]any, seen map[string]int) {
+	t.Helper()
+	if nested(orig, "metadata", "labels", "app") != "sandbox" {
+		return
+	}
+	oc, _ := nested(orig, "spec", "containers").([]any)
+	wc, _ := nested(want, "spec", "containers").([]any)
+	gc, _ := nested(got, "spec", "containers").([]any)
+	if len(oc) != len(wc) || len(oc) != len(gc) {
+		t.Errorf("pod %s: %d containers, Kyverno's %d, the webhook's %d", pod, len(oc), len(wc), len(gc))
+		return
+	}
+	for i := range oc {
+		cname := nested(oc[i], "name")
+		for _, e := range entries {
+			own, w, g := envOf(oc[i], e.name), envOf(wc[i], e.name), envOf(gc[i], e.name)
+			value, _ := own["value"].(string)
+			entry := strings.TrimSuffix(e.before, ":") + strings.TrimPrefix(e.after, ":")
+			at := fmt.Sprintf("pod %s, container %s, %s", pod, cname, e.name)
+			var kyverno map[string]any
+			var c string
+			switch {
+			case own == nil:
+				c, kyverno = entryUnset, map[string]any{"name": e.name, "value": e.before + "null" + e.after}
+			case own["valueFrom"] != nil:
+				c, kyverno = entryValueFrom, map[string]any{"name": e.name, "value": e.before + "null" + e.after, "valueFrom": own["valueFrom"]}
+			case e.before != "" && strings.HasPrefix(value, e.before) || e.after != "" && strings.HasSuffix(value, e.after) || value == entry:
+				c, kyverno = entryInPlace, map[string]any{"name": e.name, "value": e.before + value + e.after}
+			default:
+				seen[entryByValue]++
+				continue // by value: compared with the rest of the pod
+			}
+			seen[c]++
+			if !cmp.Equal(w, kyverno) {
+				t.Errorf("%s %s: Kyverno gives %v, the import says %v", at, c, w, kyverno)
+			}
+			if !cmp.Equal(g, own) {
+				t.Errorf("%s %s: the webhook gives %v, want the container's own %v", at, c, g, own)
+			}
+			setEnv(wc[i], e.name, g)
+		}
+	}
+}
+
+// envOf is the container's env var of the name, nil without one.
+func envOf(c any, name string) map[string]any {
+	env, _ := nested(c, "env").([]any)
+	for _, e := range env {
+		if m, _ := e.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// setEnv makes the container's env var of the name v, or drops it when v
+// is nil.
+func setEnv(c any, name string, v map[string]any) {
+	cm := c.(map[string]any)
+	env, _ := cm["env"].([]any)
+	var out []any
+	for _, e := range env {
+		if m, _ := e.(map[string]any); m["name"] != name {
+			out = append(out, e)
+		}
+	}
+	if v != nil {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b any) int {
+		return strings.Compare(a.(map[string]any)["name"].(string), b.(map[string]any)["name"].(string))
+	})
+	if len(out) == 0 {
+		delete(cm, "env")
+		return
+	}
+	cm["env"] = out
 }
 
 // templatePaths are where a workload of each kind keeps its pod template.
