@@ -123,19 +123,19 @@ type part struct {
 	elem      []part
 }
 
-// parts describes the named fields of struct type t, their JSON names read
-// from their tags.
+// parts describes the named fields of struct type T, their JSON names and
+// omitempty read from their tags.
 func parts[T any](fields ...string) []part {
 	t := reflect.TypeFor[T]()
 	out := make([]part, 0, len(fields))
 	for _, name := range fields {
 		f, ok := t.FieldByName(name)
-		json, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !ok || json == "" || json == "-" {
+		member, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !ok || member == "" || member == "-" {
 			panic(fmt.Sprintf("mutate: %s has no field %s with a JSON name", t, name))
 		}
 		omit := slices.Contains(strings.Split(opts, ","), "omitempty")
-		out = append(out, part{index: f.Index, name: json, omitEmpty: omit})
+		out = append(out, part{index: f.Index, name: member, omitEmpty: omit})
 	}
 	return out
 }

@@ -47,7 +47,7 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 			typed := pod.DeepCopy()
 			typed.ManagedFields = []metav1.ManagedFieldsEntry{{
 				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{}}}`)},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{}}}`),
 			}}
 			typed.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBurstable}
 			apiServer, err := json.Marshal(typed)
