@@ -105,7 +105,7 @@ BENCH_COUNT ?= 3
 BENCH_TIME  ?= 500ms
 
 .PHONY: bench
-bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100 and 500, dry-run on 10,000 objects); report in _output/bench/report.md.
+bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, e2e bursts of 100, 500 and 1,000, dry-run on 10,000 objects); report in _output/bench/report.md.
 	@mkdir -p $(BENCH_OUT)
 	@echo "[bench] 1/4 go test -bench (every package, and hack/bench's: the core, the handler against its floor)"
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) ./... | tee $(BENCH_OUT)/go-bench.txt
@@ -113,7 +113,7 @@ bench: build tools ## Run the benchmarks (core vs floor, server load, start-up, 
 	cd hack/bench && go run ./benchratio < $(BENCH_OUT)/go-bench.txt > $(BENCH_OUT)/core.md
 	@echo "[bench] 2/4 hack/bench/loadgen: the serve process and the floor under load, and start-up"
 	cd hack/bench && go run ./loadgen --binary $(BIN)/sandbox-webhook --assets $(BIN) --out $(BENCH_OUT)/load.md > /dev/null
-	@echo "[bench] 3/4 e2e: bursts of 100 and 500 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
+	@echo "[bench] 3/4 e2e: bursts of 100, 500 and 1,000 pod creates with the webhook, the floor webhooks (no patch, the same patch) and none"
 	cd e2e && BENCH_E2E_REPORT=$(BENCH_OUT)/e2e-burst.md go test -tags e2ebench -count=1 -run '^(TestBurstBench|TestAPIServerSendsTypedEncoding)$$' -timeout 20m .
 	@echo "[bench] 4/4 hack/bench/fleetbench: dry-run on Lists of 1,000 and 10,000 pods and workloads, per output format"
 	cd hack/bench && go run ./fleetbench --binary $(BIN)/kubectl-sandbox_webhook --out $(BENCH_OUT)/fleet.md > /dev/null

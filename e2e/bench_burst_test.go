@@ -29,12 +29,32 @@ import (
 )
 
 // benchBursts are the burst sizes and how many rounds of each are measured.
-var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}}
+// BENCH_BURSTS (comma-separated sizes, e.g. "1000") measures some of them
+// only.
+var benchBursts = []struct{ size, rounds int }{{100, 3}, {500, 3}, {1000, 1}}
+
+// selectedBursts is benchBursts, or the sizes BENCH_BURSTS names.
+func selectedBursts(t *testing.T) []struct{ size, rounds int } {
+	env := os.Getenv("BENCH_BURSTS")
+	if env == "" {
+		return benchBursts
+	}
+	var out []struct{ size, rounds int }
+	for f := range strings.SplitSeq(env, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		i := slices.IndexFunc(benchBursts, func(b struct{ size, rounds int }) bool { return b.size == n })
+		if err != nil || i < 0 {
+			t.Fatalf("BENCH_BURSTS=%q: %q is not one of the burst sizes", env, f)
+		}
+		out = append(out, benchBursts[i])
+	}
+	return out
+}
 
 // TestBurstBench is the end-to-end part of `make bench` (build tag
 // e2ebench; `make test` runs TestBurst, the 100-pod burst, instead). It
-// creates bursts of 100 and of 500 concurrent sandbox pods, in one run, in
-// three namespaces of the same control plane:
+// creates bursts of 100, 500 and 1,000 concurrent sandbox pods, in one run,
+// in five namespaces of the same control plane:
 //
 //   - webhook: selected by sandbox-webhook with the seed policy;
 //   - floor: selected by a webhook configuration pointing at the floor
@@ -118,7 +138,12 @@ func TestBurstBench(t *testing.T) {
 		"so that webhook / patch-floor is what this webhook's own work adds; *none* is no webhook.\n",
 		harness.KubeVersion, raceEnabled, runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
 
-	for _, b := range benchBursts {
+	for _, b := range selectedBursts(t) {
+		// The webhook's peak RSS over this size's bursts (Linux: clear_refs
+		// 5 makes VmHWM the current RSS).
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", webhookPID), []byte("5"), 0); err != nil {
+			t.Fatalf("resetting the webhook's peak RSS: %v", err)
+		}
 		lat := map[string][]time.Duration{}
 		errs := map[string]int{}
 		callSum, callN := map[string]float64{}, map[string]float64{}
@@ -180,12 +205,12 @@ func TestBurstBench(t *testing.T) {
 		}
 		fmt.Fprintf(&report, "\nguard p50 / webhook p50: %s, guard p99 / webhook p99: %s. "+
 			"webhook p99 / floor p99: %s; webhook p99 / patch-floor p99: %s; patch-floor p99 / none p99: %s. "+
-			"The webhook's own handler time: mean %.3f ms over %.0f admissions (%s).\n",
+			"The webhook's own handler time: mean %.3f ms over %.0f admissions (%s); its peak RSS over this size's bursts: %.1f MiB.\n",
 			benchRatio(quantile(lat["guard"], .5), quantile(lat["webhook"], .5)), benchRatio(quantile(lat["guard"], .99), quantile(lat["webhook"], .99)),
 			benchRatio(quantile(lat["webhook"], .99), quantile(lat["floor"], .99)),
 			benchRatio(quantile(lat["webhook"], .99), quantile(lat["patch-floor"], .99)),
 			benchRatio(quantile(lat["patch-floor"], .99), quantile(lat["none"], .99)),
-			handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric)
+			handlerSum/max(handlerN, 1)*1000, handlerN, handlerMetric, float64(procMemory(t, webhookPID).hwm)/(1<<20))
 
 		// Keep etcd small for the next size.
 		for _, c := range configs {

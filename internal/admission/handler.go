@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
@@ -46,23 +47,16 @@ type Handler struct {
 	config     *atomic.Pointer[Config]
 	namespaces NamespaceLookup
 	metrics    *Metrics
-	decoder    cradmission.Decoder
 	log        logr.Logger
 }
 
 // NewHandler returns a handler that reads the current Config from config on
 // every request and namespace facts from namespaces, and logs to log.
 func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metrics *Metrics, log logr.Logger) *Handler {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		// Registering a compiled-in API group cannot fail.
-		panic(err)
-	}
 	return &Handler{
 		config:     config,
 		namespaces: namespaces,
 		metrics:    metrics,
-		decoder:    cradmission.NewDecoder(scheme),
 		log:        log.WithName("admission"),
 	}
 }
@@ -243,17 +237,49 @@ func isEphemeralContainersUpdate(req cradmission.Request) bool {
 		req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update
 }
 
+// podKind is what decodePod accepts an object as.
+var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
+
 // decodePod decodes the request's object as a v1 Pod (without apiVersion
-// and kind it is taken for one).
+// and kind it is taken for one), as the universal deserializer decodes into
+// a typed Pod (sigs.k8s.io/json, case-sensitive, integers kept), in one
+// pass: the deserializer reads the object once for its apiVersion and kind
+// and once more for the pod, and the pod holds them both. An object of
+// another version or kind is refused, as the deserializer refuses it; keys
+// that spell apiVersion or kind in another case are unknown fields here,
+// as they are to the API server, which never sends them.
 func (h *Handler) decodePod(object runtime.RawExtension) (*corev1.Pod, error) {
 	if len(object.Raw) == 0 {
 		return nil, errors.New("the request carries no object")
 	}
 	pod := &corev1.Pod{}
-	if err := h.decoder.DecodeRaw(object, pod); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(object.Raw, pod); err != nil {
 		return nil, fmt.Errorf("decoding the pod: %w", err)
 	}
+	gv, err := schema.ParseGroupVersion(pod.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the pod: %w", err)
+	}
+	if gvk := gvkWithDefaults(gv.WithKind(pod.Kind), podKind); gvk != podKind {
+		return nil, fmt.Errorf("decoding the pod: the object is a %s, not a %s", gvk, podKind)
+	}
 	return pod, nil
+}
+
+// gvkWithDefaults is actual with what it leaves out taken from defaults,
+// as k8s.io/apimachinery's JSON serializer completes an object's kind from
+// the type it decodes into.
+func gvkWithDefaults(actual, defaults schema.GroupVersionKind) schema.GroupVersionKind {
+	if actual.Kind == "" {
+		actual.Kind = defaults.Kind
+	}
+	if actual.Version == "" && actual.Group == "" {
+		actual.Group, actual.Version = defaults.Group, defaults.Version
+	}
+	if actual.Version == "" && actual.Group == defaults.Group {
+		actual.Version = defaults.Version
+	}
+	return actual
 }
 
 // handleEphemeral answers an update of pods/ephemeralcontainers: denied when

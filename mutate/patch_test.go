@@ -1,0 +1,128 @@
+package mutate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
+)
+
+// wholeDocumentPatch is the patch as a diff of the whole pod makes it
+// (wholePatch, then keepIntended), which Patch must give exactly.
+func wholeDocumentPatch(t *testing.T, raw []byte, original, mutated *corev1.Pod) []jsonpatch.Operation {
+	t.Helper()
+	ops, err := wholePatch(raw, mutated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops, err = keepIntended(ops, original); err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// TestPatchEqualsWholeDocumentDiff checks that Patch makes the very
+// operations of one diff of the whole pod, for every corpus pod under every
+// policy set, sent three ways: as the API server encodes it (typed, with
+// managedFields and a status), where Patch diffs part by part
+// (typedPatch); as the YAML file reads (keys sorted, quantities as
+// written); and with fields the compiled API does not know at every level
+// and nulls.
+func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
+	for _, c := range golden.Cases(t) {
+		t.Run(c.Set.Name+"/"+c.Name, func(t *testing.T) {
+			js, pod := golden.Pod(t, c.Input)
+			set := golden.Policies(t, c.Set.Policies...)
+			lm, _ := ParseLeakMitigation(c.Set.LeakMitigation)
+			ns := Namespace{Name: "default", Labels: golden.NamespaceLabels(t)[pod.Namespace]}
+			if pod.Namespace != "" {
+				ns.Name = pod.Namespace
+			}
+
+			typed := pod.DeepCopy()
+			typed.ManagedFields = []metav1.ManagedFieldsEntry{{
+				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{}}}`),
+			}}
+			typed.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBurstable}
+			apiServer, err := json.Marshal(typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			var hostile map[string]any
+			if err := json.Unmarshal(js, &hostile); err != nil {
+				t.Fatal(err)
+			}
+			hostile["unknownTop"] = map[string]any{"a": 1}
+			hostile["status"] = map[string]any{"phase": "Running", "unknown": []any{1.5, "x"}}
+			meta, _ := hostile["metadata"].(map[string]any)
+			if meta == nil {
+				meta = map[string]any{}
+				hostile["metadata"] = meta
+			}
+			meta["unknown~/key"] = "v"
+			meta["labels"] = nil
+			spec, _ := hostile["spec"].(map[string]any)
+			spec["unknownSpec"] = map[string]any{"deep": map[string]any{"deeper": []any{map[string]any{"x": nil}}}}
+			spec["nodeSelector"] = nil
+			for _, cs := range []string{"containers", "initContainers"} {
+				list, _ := spec[cs].([]any)
+				for _, ct := range list {
+					ctr := ct.(map[string]any)
+					ctr["unknownContainer"] = true
+					if res, ok := ctr["resources"].(map[string]any); ok {
+						res["unknownResources"] = map[string]any{"limits": map[string]any{"memory": "1Gi"}}
+					} else {
+						ctr["resources"] = map[string]any{}
+					}
+				}
+			}
+			hostileJS, err := json.Marshal(hostile)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			for _, in := range []struct {
+				name  string
+				raw   []byte
+				typed bool // Patch takes typedPatch's way
+			}{{"yaml", js, false}, {"apiserver", apiServer, true}, {"hostile", hostileJS, false}} {
+				t.Run(in.name, func(t *testing.T) {
+					original := &corev1.Pod{}
+					if err := json.Unmarshal(in.raw, original); err != nil {
+						t.Fatal(err)
+					}
+					res := Pod(original, ns, set, Options{LeakMitigation: lm})
+					if !res.Changed {
+						return
+					}
+					if _, typed, err := typedPatch(in.raw, original, res.Pod); err != nil || typed != in.typed {
+						t.Fatalf("typedPatch: typed = %v, %v; want %v", typed, err, in.typed)
+					}
+					want := wholeDocumentPatch(t, in.raw, original, res.Pod)
+					got, err := Patch(in.raw, original, res.Pod)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(want) == 0 {
+						want = nil
+					}
+					if len(got) == 0 {
+						got = nil
+					}
+					wantJS, _ := json.Marshal(want)
+					gotJS, _ := json.Marshal(got)
+					if diff := cmp.Diff(string(wantJS), string(gotJS)); diff != "" {
+						t.Errorf("Patch differs from the whole-document diff (-want +got):\n%s", diff)
+					}
+				})
+			}
+		})
+	}
+}
