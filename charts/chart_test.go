@@ -325,7 +325,7 @@ func TestDefaultObjects(t *testing.T) {
 		t.Errorf("ephemeral-container failurePolicy = %v, want Fail", eph.FailurePolicy)
 	}
 	if eph.ReinvocationPolicy == nil || *eph.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
-		t.Errorf("ephemeral-container reinvocationPolicy = %v, want Never (it never patches)", eph.ReinvocationPolicy)
+		t.Errorf("ephemeral-container reinvocationPolicy = %v, want Never", eph.ReinvocationPolicy)
 	}
 	if len(eph.MatchConditions) != 1 || eph.MatchConditions[0].Expression != "has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath))" {
 		t.Errorf("ephemeral-container matchConditions = %+v, want the hostPath pre-filter", eph.MatchConditions)
@@ -434,6 +434,16 @@ certificates:
 		values string
 		check  func(t *testing.T, r *rendered)
 	}{{
+		name:   "mirrorEphemeralContainers",
+		values: `webhook: {mirrorEphemeralContainers: true}`,
+		check: func(t *testing.T, r *rendered) {
+			mwc := one[*admissionregistrationv1.MutatingWebhookConfiguration](t, r)
+			eph := mwc.Webhooks[len(mwc.Webhooks)-1]
+			if eph.Name != "ephemeralcontainers.sandbox-webhook.io" || len(eph.MatchConditions) != 0 {
+				t.Errorf("%s has matchConditions %+v, want none: every update of the selected namespaces is sent", eph.Name, eph.MatchConditions)
+			}
+		},
+	}, {
 		name:   "selfManaged",
 		values: `certificates: {mode: selfManaged}`,
 		check: func(t *testing.T, r *rendered) {

@@ -2,9 +2,10 @@
 // admission.Handler that runs the mutation core on the pod of a CREATE with
 // the namespace facts from a cache and the current policy snapshot, and
 // answers with a JSONPatch. It also judges updates of
-// pods/ephemeralcontainers, which it never patches: one that adds a
-// container mounting a hostPath volume of the pod other than read-only and
-// whole is denied.
+// pods/ephemeralcontainers: one that adds a container mounting a hostPath
+// volume of the pod other than read-only and whole is denied, and the images
+// of the containers one adds are mirrored by the policies that select the
+// pod.
 //
 // Handler.Webhook is the admission path: controller-runtime's admission
 // webhook around the handler. Before it decodes anything, the server counts
