@@ -62,19 +62,7 @@ func TestHoldExpressions(t *testing.T) {
 	if exprs[1] != `{{ regex_replace_all('^ghcr\.io/', '{{element.image}}', 'm.example.com/ghcr/') }}` {
 		t.Errorf("second expression %q", exprs[1])
 	}
-	r := convertYAML(t, `apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata:
-  name: p
-spec:
-  rules:
-    - name: r
-      match:
-        any:
-          - resources:
-              kinds: [Pod]
-      mutate:
-        foreach:
+	r := convertYAML(t, podRule(`        foreach:
           - list: request.object.spec.containers
             patchesJson6902: |-
               - op: replace
@@ -85,7 +73,7 @@ spec:
               - op: replace
                 path: /spec/initContainers/{{ elementIndex }}/image
                 value: "{{ regex_replace_all('^ghcr\.io/', '{{element.image}}', 'm.example.com/ghcr/') }}"
-`)
+`))
 	if !r.Exact() || len(r.Policies) != 1 || len(r.Policies[0].Policy.Spec.ImageMirrors) != 1 {
 		t.Fatalf("got %+v", r)
 	}
@@ -98,25 +86,13 @@ spec:
 // entries differ in what they do to a pod's own value keeps the runtime
 // class's, and leaves out the others by name.
 func TestPlacementConflict(t *testing.T) {
-	r := convertYAML(t, `apiVersion: kyverno.io/v1
-kind: ClusterPolicy
-metadata:
-  name: p
-spec:
-  rules:
-    - name: r
-      match:
-        any:
-          - resources:
-              kinds: [Pod]
-      mutate:
-        patchStrategicMerge:
+	r := convertYAML(t, podRule(`        patchStrategicMerge:
           spec:
             +(runtimeClassName): gvisor
             nodeSelector:
               +(pool): gvisor
               zone: a
-`)
+`))
 	if len(r.LeftOut) != 1 || !strings.Contains(r.LeftOut[0].Path, "nodeSelector[zone]") || len(r.Policies) != 1 {
 		t.Fatalf("left out %v, policies %d", r.LeftOut, len(r.Policies))
 	}
@@ -129,7 +105,30 @@ spec:
 // TestPlacementInForeach: placement in a foreach is Kyverno's only for pods
 // with an element to iterate, so it is left out.
 func TestPlacementInForeach(t *testing.T) {
-	r := convertYAML(t, `apiVersion: kyverno.io/v1
+	r := convertYAML(t, podRule(`        foreach:
+          - list: "request.object.spec.initContainers || `+"`[]`"+`"
+            patchStrategicMerge:
+              spec:
+                runtimeClassName: gvisor
+            patchesJson6902: |-
+              - op: add
+                path: /spec/tolerations/-
+                value: {key: pool, operator: Exists}
+`))
+	if len(r.LeftOut) != 2 || len(r.Policies) != 0 {
+		t.Fatalf("left out %v, policies %d", r.LeftOut, len(r.Policies))
+	}
+	for _, f := range r.LeftOut {
+		if !strings.Contains(f.Reason, "foreach over initContainers") {
+			t.Errorf("%s", f)
+		}
+	}
+}
+
+// podRule is a ClusterPolicy of one rule that matches Pods, with mutate as
+// the rule's mutate block (indented under it).
+func podRule(mutate string) string {
+	return `apiVersion: kyverno.io/v1
 kind: ClusterPolicy
 metadata:
   name: p
@@ -141,22 +140,5 @@ spec:
           - resources:
               kinds: [Pod]
       mutate:
-        foreach:
-          - list: "request.object.spec.initContainers || `+"`[]`"+`"
-            patchStrategicMerge:
-              spec:
-                runtimeClassName: gvisor
-            patchesJson6902: |-
-              - op: add
-                path: /spec/tolerations/-
-                value: {key: pool, operator: Exists}
-`)
-	if len(r.LeftOut) != 2 || len(r.Policies) != 0 {
-		t.Fatalf("left out %v, policies %d", r.LeftOut, len(r.Policies))
-	}
-	for _, f := range r.LeftOut {
-		if !strings.Contains(f.Reason, "foreach over initContainers") {
-			t.Errorf("%s", f)
-		}
-	}
+` + mutate
 }
