@@ -1,8 +1,6 @@
 package mutate
 
 import (
-	"slices"
-
 	"github.com/sandbox-webhook/sandbox-webhook/internal/imageref"
 )
 
@@ -39,7 +37,7 @@ func (a *applier) mirror(item string, image *string) {
 		*image = out
 		a.st.dirty = true
 		a.applied(item)
-	case slices.ContainsFunc(a.p.Mirrors, func(r imageref.Rule) bool { return imageref.Under(*image, r.To) }):
+	case imageref.Mirrored(*image, a.p.Mirrors):
 		a.applied(item)
 	}
 }

@@ -5,6 +5,7 @@ package imageref
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -41,6 +42,13 @@ func CheckPrefix(s string) string {
 func Under(image, prefix string) bool {
 	named, err := reference.ParseNormalizedNamed(image)
 	return err == nil && under(named.Name(), prefix)
+}
+
+// Mirrored reports whether the image lies under one of the rules' To: a
+// mirror's image, read once for every rule.
+func Mirrored(image string, rules []Rule) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	return err == nil && slices.ContainsFunc(rules, func(r Rule) bool { return under(named.Name(), r.To) })
 }
 
 func under(name, prefix string) bool {
