@@ -129,10 +129,10 @@ func TestDefaultObjects(t *testing.T) {
 	if len(c.Command) != 0 {
 		t.Errorf("command = %q; the image's entrypoint must run", c.Command)
 	}
-	if len(c.Env) != 2 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil ||
+	if len(c.Env) != 3 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil ||
 		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" ||
-		c.Env[1].Name != "GOMEMLIMIT" || c.Env[1].Value != "230MiB" {
-		t.Errorf("env = %+v, want POD_NAMESPACE from the downward API and GOMEMLIMIT 230MiB (nine tenths of 256Mi)", c.Env)
+		c.Env[1].Name != "GOMEMLIMIT" || c.Env[1].Value != "230MiB" || c.Env[2].Name != "GOGC" || c.Env[2].Value != "200" {
+		t.Errorf("env = %+v, want POD_NAMESPACE from the downward API, GOMEMLIMIT 230MiB (nine tenths of 256Mi) and GOGC 200", c.Env)
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
@@ -407,25 +407,31 @@ certificates:
 		},
 	}}
 	// GOMEMLIMIT follows the memory limit: nine tenths of it, or none
-	// when it is not written in units the chart reads.
-	for limit, want := range map[string]string{"1Gi": "921MiB", "300Mi": "270MiB", "524288Ki": "460MiB", "536870912": "460MiB", "0.5Gi": "", "": ""} {
-		values := `resources: {limits: {memory: ` + limit + `}}`
-		if limit == "" {
+	// when it is not written in units the chart reads. GOGC comes only
+	// with it: without a limit to hold the heap, Go's default stays.
+	for _, c := range []struct{ limit, gcPercent, memLimit, gogc string }{
+		{"1Gi", "", "921MiB", "200"}, {"300Mi", "", "270MiB", "200"}, {"524288Ki", "", "460MiB", "200"},
+		{"536870912", "", "460MiB", "200"}, {"0.5Gi", "", "", ""}, {"", "", "", ""},
+		{"256Mi", "150", "230MiB", "150"}, {"256Mi", "null", "230MiB", ""},
+	} {
+		values := `resources: {limits: {memory: ` + c.limit + `}}`
+		if c.limit == "" {
 			values = `resources: {limits: null}`
+		}
+		if c.gcPercent != "" {
+			values += "\nserver: {gcPercent: " + c.gcPercent + "}"
 		}
 		tests = append(tests, struct {
 			name   string
 			values string
 			check  func(t *testing.T, r *rendered)
-		}{"GOMEMLIMIT for " + limit, values, func(t *testing.T, r *rendered) {
-			got := ""
+		}{"GOMEMLIMIT and GOGC for " + c.limit + " " + c.gcPercent, values, func(t *testing.T, r *rendered) {
+			got := map[string]string{}
 			for _, e := range one[*appsv1.Deployment](t, r).Spec.Template.Spec.Containers[0].Env {
-				if e.Name == "GOMEMLIMIT" {
-					got = e.Value
-				}
+				got[e.Name] = e.Value
 			}
-			if got != want {
-				t.Errorf("GOMEMLIMIT = %q, want %q", got, want)
+			if got["GOMEMLIMIT"] != c.memLimit || got["GOGC"] != c.gogc {
+				t.Errorf("GOMEMLIMIT, GOGC = %q, %q; want %q, %q", got["GOMEMLIMIT"], got["GOGC"], c.memLimit, c.gogc)
 			}
 		}})
 	}

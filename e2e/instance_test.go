@@ -150,7 +150,10 @@ func newInstance(t *testing.T, name string, o instanceOptions) *instance {
 		// Its configuration is deleted before it stops, so nothing needs
 		// the default 5s of answering while not ready.
 		Args: args,
-		Log:  logFile,
+		// The Go runtime's settings too: the memory tests measure the
+		// server as the chart runs it.
+		Env: adm.Env,
+		Log: logFile,
 	})
 	if err != nil {
 		t.Fatal(err) // the log is dumped by createLog's cleanup

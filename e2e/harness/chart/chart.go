@@ -90,6 +90,9 @@ type Admission struct {
 	// StatusAlways is whether the chart's Deployment runs the server with
 	// --status-always (the guard needs it).
 	StatusAlways bool
+	// Env is the literal environment the chart's Deployment gives the
+	// server (GOMEMLIMIT, GOGC), as NAME=value.
+	Env []string
 }
 
 // RenderAdmission is RenderWebhookConfiguration with the guard's
@@ -177,6 +180,11 @@ func RenderAdmission(ctx context.Context, root string, o ConfigOptions) (*Admiss
 	}
 	for _, c := range deployment.Spec.Template.Spec.Containers {
 		a.StatusAlways = a.StatusAlways || slices.Contains(c.Args, "--status-always=true")
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				a.Env = append(a.Env, e.Name+"="+e.Value)
+			}
+		}
 	}
 	return &a, nil
 }

@@ -84,6 +84,16 @@ func TestRenderWebhookConfiguration(t *testing.T) {
 		}
 	})
 
+	t.Run("the server's environment", func(t *testing.T) {
+		a, err := RenderAdmission(t.Context(), root, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"GOMEMLIMIT=230MiB", "GOGC=200"}; !slices.Equal(a.Env, want) {
+			t.Errorf("Env = %q, want %q: the chart's literal env, POD_NAMESPACE (from the downward API) left out", a.Env, want)
+		}
+	})
+
 	t.Run("empty objectSelector sends every pod", func(t *testing.T) {
 		o := base
 		o.ObjectSelector = &metav1.LabelSelector{}
