@@ -189,20 +189,16 @@ func diffStruct(ops []jsonpatch.Operation, o, m any, path string, ps []part) ([]
 	return diffEncoded(ops, o, m, path)
 }
 
-// addEncoded appends the addition of the encoding of v at path, decoded as
-// CreatePatch decodes its documents (numbers as written).
+// addEncoded appends the addition of the encoding of v at path. The value
+// is that encoding as it stands, the members of an object in the order of
+// its type's fields: the same JSON as CreatePatch's value, whose members
+// are sorted, without decoding it to reorder them.
 func addEncoded(ops []jsonpatch.Operation, v any, path string) ([]jsonpatch.Operation, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encoding mutated pod: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var value any
-	if err := dec.Decode(&value); err != nil {
-		return nil, fmt.Errorf("decoding mutated pod: %w", err)
-	}
-	return append(ops, jsonpatch.NewOperation("add", path, value)), nil
+	return append(ops, jsonpatch.NewOperation("add", path, json.RawMessage(b))), nil
 }
 
 // diffSlice appends the diff of two arrays as CreatePatch makes it: the
@@ -410,6 +406,11 @@ func pointerExists(doc any, p string) bool {
 }
 
 func isEmptyObject(v any) bool {
-	m, ok := v.(map[string]any)
-	return ok && len(m) == 0
+	switch v := v.(type) {
+	case map[string]any:
+		return len(v) == 0
+	case json.RawMessage:
+		return string(v) == "{}"
+	}
+	return false
 }
