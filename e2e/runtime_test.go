@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
@@ -130,13 +131,15 @@ spec:
 			namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
 			noProbe:    true, // its probe pods would be refused too
 		})
-		// Until the new instance serves, the first one answers.
+		// The namespace's label moves to the new instance before its
+		// configuration reaches the API server: until it does, no webhook
+		// selects the namespace and a pod is created without a class.
 		testkit.WaitFor(t, "the API server's refusal of a pod placed on a missing RuntimeClass", time.Minute, func() error {
 			pod := testkit.SandboxPod(ns, "", sleeping)
 			pod.GenerateName = "placed-missing-"
 			created, err := suite.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err == nil {
-				return fmt.Errorf("created on runtime class %v", *created.Spec.RuntimeClassName)
+				return fmt.Errorf("created on runtime class %q", ptr.Deref(created.Spec.RuntimeClassName, ""))
 			}
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), missing) {
 				return err
