@@ -54,12 +54,9 @@ func (a *applier) keeps(volume string) bool {
 // mountPath is of volume.
 func mountsAt(pod *corev1.Pod, volume, mountPath string) bool {
 	at := func(m corev1.VolumeMount) bool { return m.MountPath == mountPath }
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			ms := cs[i].VolumeMounts
-			if j := slices.IndexFunc(ms, at); j >= 0 && ms[j].Name == volume {
-				return true
-			}
+	for c := range PodContainers(&pod.Spec) {
+		if j := slices.IndexFunc(c.VolumeMounts, at); j >= 0 && c.VolumeMounts[j].Name == volume {
+			return true
 		}
 	}
 	return false

@@ -92,14 +92,11 @@ func (a *applier) warnCachesFillDisk() {
 // order, that set an ephemeral-storage request or limit.
 func ephemeralStorageOwners(spec *corev1.PodSpec) []string {
 	var owners []string
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			r := &cs[i].Resources
-			_, lim := r.Limits[corev1.ResourceEphemeralStorage]
-			_, req := r.Requests[corev1.ResourceEphemeralStorage]
-			if lim || req {
-				owners = append(owners, cs[i].Name)
-			}
+	for c := range PodContainers(spec) {
+		_, lim := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+		_, req := c.Resources.Requests[corev1.ResourceEphemeralStorage]
+		if lim || req {
+			owners = append(owners, c.Name)
 		}
 	}
 	return owners

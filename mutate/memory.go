@@ -133,11 +133,9 @@ func (a *applier) couldHaveWritten(spec *corev1.PodSpec, lim, req resource.Quant
 	case -1:
 		return false
 	}
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			if q, ok := cs[i].Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) == 0 {
-				return true
-			}
+	for c := range PodContainers(spec) {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) == 0 {
+			return true
 		}
 	}
 	return false

@@ -14,11 +14,8 @@ func (a *applier) mirrors(_ []target) {
 		return
 	}
 	spec := &a.pod.Spec
-	for i := range spec.InitContainers {
-		a.item(func() { a.mirror("mirror/"+spec.InitContainers[i].Name, &spec.InitContainers[i].Image) })
-	}
-	for i := range spec.Containers {
-		a.item(func() { a.mirror("mirror/"+spec.Containers[i].Name, &spec.Containers[i].Image) })
+	for c := range PodContainers(spec) {
+		a.item(func() { a.mirror("mirror/"+c.Name, &c.Image) })
 	}
 	for i := range spec.Volumes {
 		if img := spec.Volumes[i].Image; img != nil {

@@ -100,27 +100,11 @@ func UnboundedQuantity(spec *corev1.PodSpec) string {
 		}
 		return list(path+".requests", r.Requests)
 	}
-	for i := range spec.InitContainers {
-		if p := reqs(fmt.Sprintf("spec.initContainers[%d].resources", i), &spec.InitContainers[i].Resources); p != "" {
+	for ref, c := range AllContainers(spec) {
+		if p := reqs(ref.Path()+".resources", &c.Resources); p != "" {
 			return p
 		}
-		if p := divisors(fmt.Sprintf("spec.initContainers[%d]", i), spec.InitContainers[i].Env); p != "" {
-			return p
-		}
-	}
-	for i := range spec.Containers {
-		if p := reqs(fmt.Sprintf("spec.containers[%d].resources", i), &spec.Containers[i].Resources); p != "" {
-			return p
-		}
-		if p := divisors(fmt.Sprintf("spec.containers[%d]", i), spec.Containers[i].Env); p != "" {
-			return p
-		}
-	}
-	for i := range spec.EphemeralContainers {
-		if p := reqs(fmt.Sprintf("spec.ephemeralContainers[%d].resources", i), &spec.EphemeralContainers[i].Resources); p != "" {
-			return p
-		}
-		if p := divisors(fmt.Sprintf("spec.ephemeralContainers[%d]", i), spec.EphemeralContainers[i].Env); p != "" {
+		if p := divisors(ref.Path(), c.Env); p != "" {
 			return p
 		}
 	}

@@ -48,11 +48,9 @@ func withDefaultedRequests(cs []corev1.Container) []corev1.Container {
 // apiserver rejects a pod whose pod-level limit is below one of them.
 func maxContainerLimit(spec *corev1.PodSpec) resource.Quantity {
 	max := resource.Quantity{Format: resource.BinarySI}
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			if q, ok := cs[i].Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(max) > 0 {
-				max = q.DeepCopy()
-			}
+	for c := range PodContainers(spec) {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(max) > 0 {
+			max = q.DeepCopy()
 		}
 	}
 	return max

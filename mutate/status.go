@@ -83,11 +83,9 @@ func (st *status) restoreLimits(prev *status, pod *corev1.Pod) {
 
 // findContainer returns the container, init container or not, of that name.
 func findContainer(spec *corev1.PodSpec, name string) *corev1.Container {
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			if cs[i].Name == name {
-				return &cs[i]
-			}
+	for c := range PodContainers(spec) {
+		if c.Name == name {
+			return c
 		}
 	}
 	return nil

@@ -141,14 +141,12 @@ func (a *applier) foreign(item string, want corev1.Volume, present bool, foreign
 // ephemeral containers.)
 func (a *applier) unmount(name string) {
 	isName := func(m corev1.VolumeMount) bool { return m.Name == name }
-	for _, cs := range [][]corev1.Container{a.pod.Spec.InitContainers, a.pod.Spec.Containers} {
-		for i := range cs {
-			if ms := &cs[i].VolumeMounts; slices.ContainsFunc(*ms, isName) {
-				if *ms = slices.DeleteFunc(slices.Clone(*ms), isName); len(*ms) == 0 {
-					*ms = nil // as the pod would be without them: no empty list
-				}
-				a.st.dirty = true
+	for c := range PodContainers(&a.pod.Spec) {
+		if ms := &c.VolumeMounts; slices.ContainsFunc(*ms, isName) {
+			if *ms = slices.DeleteFunc(slices.Clone(*ms), isName); len(*ms) == 0 {
+				*ms = nil // as the pod would be without them: no empty list
 			}
+			a.st.dirty = true
 		}
 	}
 }
@@ -170,41 +168,18 @@ type foreignRef struct {
 	mount           *corev1.VolumeMount // nil for a device
 }
 
-func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) (found *foreignRef) {
-	eachContainer(&pod.Spec, func(kind, container string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
-		for i := range mounts {
-			if m := &mounts[i]; m.Name == name && !policyMount(m, name, mountPath, readOnly) {
-				found = &foreignRef{kind: kind, container: container, mount: m}
-				return false
+func findForeign(pod *corev1.Pod, name, mountPath string, readOnly bool) *foreignRef {
+	for ref, c := range AllContainers(&pod.Spec) {
+		for i := range c.VolumeMounts {
+			if m := &c.VolumeMounts[i]; m.Name == name && !policyMount(m, name, mountPath, readOnly) {
+				return &foreignRef{kind: ref.Kind(), container: c.Name, mount: m}
 			}
 		}
-		if slices.ContainsFunc(devices, func(d corev1.VolumeDevice) bool { return d.Name == name }) {
-			found = &foreignRef{kind: kind, container: container}
-		}
-		return found == nil
-	})
-	return found
-}
-
-// eachContainer calls f with the volume references of every container of
-// spec, of any kind, in pod order (init, app, then ephemeral containers),
-// until f returns false.
-func eachContainer(spec *corev1.PodSpec, f func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool) {
-	for i := range spec.InitContainers {
-		if c := &spec.InitContainers[i]; !f("init container", c.Name, c.VolumeMounts, c.VolumeDevices) {
-			return
+		if slices.ContainsFunc(c.VolumeDevices, func(d corev1.VolumeDevice) bool { return d.Name == name }) {
+			return &foreignRef{kind: ref.Kind(), container: c.Name}
 		}
 	}
-	for i := range spec.Containers {
-		if c := &spec.Containers[i]; !f("container", c.Name, c.VolumeMounts, c.VolumeDevices) {
-			return
-		}
-	}
-	for i := range spec.EphemeralContainers {
-		if c := &spec.EphemeralContainers[i]; !f("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices) {
-			return
-		}
-	}
+	return nil
 }
 
 // how says how it refers to the volume: writable at "/data", with a

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
 
 // Price is what a review asks the handler to hold while it decodes, mutates
@@ -232,24 +234,15 @@ const (
 // the old object, together) are beyond their caps, or "".
 func beyondCaps(pods ...*corev1.Pod) string {
 	var containers, volumes, mounts, env int
-	count := func(c *corev1.Container) {
-		containers++
-		mounts += len(c.VolumeMounts) + len(c.VolumeDevices)
-		env += len(c.Env) + len(c.EnvFrom)
-	}
 	for _, pod := range pods {
 		if pod == nil {
 			continue
 		}
 		volumes += len(pod.Spec.Volumes)
-		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				count(&cs[i])
-			}
-		}
-		for i := range pod.Spec.EphemeralContainers {
-			// The same fields as a Container, as the API defines them.
-			count((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+		for _, c := range mutate.AllContainers(&pod.Spec) {
+			containers++
+			mounts += len(c.VolumeMounts) + len(c.VolumeDevices)
+			env += len(c.Env) + len(c.EnvFrom)
 		}
 	}
 	var out []string

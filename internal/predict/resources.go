@@ -14,13 +14,11 @@ import (
 // itself.
 func PodResourceProblems(spec *corev1.PodSpec) []string {
 	var out []string
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			req, hasReq := cs[i].Resources.Requests[corev1.ResourceMemory]
-			lim, hasLim := cs[i].Resources.Limits[corev1.ResourceMemory]
-			if hasReq && hasLim && req.Cmp(lim) > 0 {
-				out = append(out, fmt.Sprintf("container %q memory request %s exceeds its limit %s", cs[i].Name, req.String(), lim.String()))
-			}
+	for c := range mutate.PodContainers(spec) {
+		req, hasReq := c.Resources.Requests[corev1.ResourceMemory]
+		lim, hasLim := c.Resources.Limits[corev1.ResourceMemory]
+		if hasReq && hasLim && req.Cmp(lim) > 0 {
+			out = append(out, fmt.Sprintf("container %q memory request %s exceeds its limit %s", c.Name, req.String(), lim.String()))
 		}
 	}
 	if spec.Resources == nil {
@@ -29,11 +27,9 @@ func PodResourceProblems(spec *corev1.PodSpec) []string {
 	lim, hasLim := spec.Resources.Limits[corev1.ResourceMemory]
 	req, hasReq := spec.Resources.Requests[corev1.ResourceMemory]
 	if hasLim {
-		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-			for i := range cs {
-				if q, ok := cs[i].Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) > 0 {
-					out = append(out, fmt.Sprintf("container %q memory limit %s exceeds the pod-level limit %s", cs[i].Name, q.String(), lim.String()))
-				}
+		for c := range mutate.PodContainers(spec) {
+			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Cmp(lim) > 0 {
+				out = append(out, fmt.Sprintf("container %q memory limit %s exceeds the pod-level limit %s", c.Name, q.String(), lim.String()))
 			}
 		}
 	}
@@ -72,26 +68,17 @@ func VolumeReferenceProblems(spec *corev1.PodSpec) []string {
 		declared[spec.Volumes[i].Name] = true
 	}
 	var out []string
-	check := func(kind, name string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) {
-		for i := range mounts {
-			if !declared[mounts[i].Name] {
-				out = append(out, fmt.Sprintf("%s %q mounts volume %q, which the pod does not declare", kind, name, mounts[i].Name))
+	for ref, c := range mutate.AllContainers(spec) {
+		for _, m := range c.VolumeMounts {
+			if !declared[m.Name] {
+				out = append(out, fmt.Sprintf("%s %q mounts volume %q, which the pod does not declare", ref.Kind(), c.Name, m.Name))
 			}
 		}
-		for i := range devices {
-			if !declared[devices[i].Name] {
-				out = append(out, fmt.Sprintf("%s %q uses volume %q as a device, which the pod does not declare", kind, name, devices[i].Name))
+		for _, d := range c.VolumeDevices {
+			if !declared[d.Name] {
+				out = append(out, fmt.Sprintf("%s %q uses volume %q as a device, which the pod does not declare", ref.Kind(), c.Name, d.Name))
 			}
 		}
-	}
-	for _, c := range spec.InitContainers {
-		check("init container", c.Name, c.VolumeMounts, c.VolumeDevices)
-	}
-	for _, c := range spec.Containers {
-		check("container", c.Name, c.VolumeMounts, c.VolumeDevices)
-	}
-	for _, c := range spec.EphemeralContainers {
-		check("ephemeral container", c.Name, c.VolumeMounts, c.VolumeDevices)
 	}
 	return out
 }

@@ -116,14 +116,8 @@ func (t Target) Stored(pod *corev1.Pod) (*corev1.Pod, []string) {
 	}
 	mountsImage := func(m corev1.VolumeMount) bool { return slices.Contains(images, m.Name) }
 	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Image != nil })
-	for _, cs := range [][]corev1.Container{out.Spec.InitContainers, out.Spec.Containers} {
-		for i := range cs {
-			cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, mountsImage)
-		}
-	}
-	for i := range out.Spec.EphemeralContainers {
-		ec := &out.Spec.EphemeralContainers[i]
-		ec.VolumeMounts = slices.DeleteFunc(ec.VolumeMounts, mountsImage)
+	for _, c := range mutate.AllContainers(&out.Spec) {
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, mountsImage)
 	}
 	notes = append(notes, fmt.Sprintf("%s drops image volumes without an error: volumes %s and their mounts are not stored", t.name(), strings.Join(images, ", ")))
 	return out, notes
