@@ -51,14 +51,8 @@ func (a *applier) diskBudget(sel []target) {
 		a.skip(item, fmt.Sprintf("container %q sets its own ephemeral-storage; the pod's disk is kept as it is", owners[0]), false)
 		return
 	default:
-		if carrier.Resources.Limits == nil {
-			carrier.Resources.Limits = corev1.ResourceList{}
-		}
-		if carrier.Resources.Requests == nil {
-			carrier.Resources.Requests = corev1.ResourceList{}
-		}
-		carrier.Resources.Limits[eph] = a.p.DiskLimit.DeepCopy()
-		carrier.Resources.Requests[eph] = a.p.DiskRequest.DeepCopy()
+		setIn(&carrier.Resources.Limits, eph, a.p.DiskLimit.DeepCopy())
+		setIn(&carrier.Resources.Requests, eph, a.p.DiskRequest.DeepCopy())
 		a.st.dirty = true
 	}
 	a.warnCachesFillDisk()

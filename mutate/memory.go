@@ -93,14 +93,8 @@ func (a *applier) headroom() {
 		if spec.Resources == nil {
 			spec.Resources = &corev1.ResourceRequirements{}
 		}
-		if spec.Resources.Limits == nil {
-			spec.Resources.Limits = corev1.ResourceList{}
-		}
-		if spec.Resources.Requests == nil {
-			spec.Resources.Requests = corev1.ResourceList{}
-		}
-		spec.Resources.Limits[corev1.ResourceMemory] = wantLim
-		spec.Resources.Requests[corev1.ResourceMemory] = wantReq
+		setIn(&spec.Resources.Limits, corev1.ResourceMemory, wantLim)
+		setIn(&spec.Resources.Requests, corev1.ResourceMemory, wantReq)
 		a.st.dirty = true
 	}
 	a.st.PodMemory = &podMemory{Limit: wantLim.String()}
@@ -182,20 +176,14 @@ func (a *applier) containerMemory(sel []target) {
 		if _, ok := r.Limits[corev1.ResourceMemory]; ok {
 			continue
 		}
-		if r.Limits == nil {
-			r.Limits = corev1.ResourceList{}
-		}
 		// A limit below the container's own request is invalid.
 		lim := a.p.MemoryLimit.DeepCopy()
 		if req, ok := r.Requests[corev1.ResourceMemory]; ok && req.Cmp(lim) > 0 {
 			lim = req.DeepCopy()
 		}
-		r.Limits[corev1.ResourceMemory] = lim
+		setIn(&r.Limits, corev1.ResourceMemory, lim)
 		if _, ok := r.Requests[corev1.ResourceMemory]; !ok {
-			if r.Requests == nil {
-				r.Requests = corev1.ResourceList{}
-			}
-			r.Requests[corev1.ResourceMemory] = a.p.MemoryRequest.DeepCopy()
+			setIn(&r.Requests, corev1.ResourceMemory, a.p.MemoryRequest.DeepCopy())
 		}
 		a.st.dirty = true
 	}

@@ -56,6 +56,14 @@ func maxContainerLimit(spec *corev1.PodSpec) resource.Quantity {
 	return max
 }
 
+// setIn puts v at k in *m, making the map when it is nil.
+func setIn[M ~map[K]V, K comparable, V any](m *M, k K, v V) {
+	if *m == nil {
+		*m = M{}
+	}
+	(*m)[k] = v
+}
+
 // quantityIs reports whether q equals the quantity s spells (compared as
 // quantities: 8Gi and 8192Mi are equal).
 func quantityIs(q resource.Quantity, s string) bool {

@@ -83,10 +83,7 @@ func (a *applier) nodeSelector(r *policy.Runtime, key string) {
 		if set {
 			a.warn("%s: the pod's own value %q is replaced (onConflict: override)", item, own)
 		}
-		if a.pod.Spec.NodeSelector == nil {
-			a.pod.Spec.NodeSelector = map[string]string{}
-		}
-		a.pod.Spec.NodeSelector[key] = want
+		setIn(&a.pod.Spec.NodeSelector, key, want)
 		a.st.dirty = true
 	}
 	a.applied(item)

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/policy"
 )
@@ -159,9 +160,6 @@ func (st *status) write(pod *corev1.Pod) bool {
 	if pod.Annotations[StatusAnnotation] == v {
 		return false
 	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[StatusAnnotation] = v
+	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, StatusAnnotation, v)
 	return true
 }
