@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -277,14 +278,7 @@ func nested(v any, keys ...string) any {
 
 // sortedKeys returns m's keys in order, so that findings come in the same
 // order every run.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // merge joins policies that do the same into one, and those that differ
 // only in their mode (the notes' memory policy and its disk variant) into
