@@ -368,30 +368,23 @@ func holdExpressions(text string) (string, []string) {
 
 func placeholder(i int) string { return fmt.Sprintf("KYVERNOEXPRESSION%dHELD", i) }
 
-// restoreExpressions puts the expressions back into the strings of v.
-func restoreExpressions(v any, exprs []string) {
-	restore := func(s string) string {
-		for i := len(exprs) - 1; i >= 0; i-- {
-			s = strings.ReplaceAll(s, placeholder(i), exprs[i])
-		}
-		return s
-	}
+// restoreExpressions puts the expressions back into the strings of v and
+// returns v.
+func restoreExpressions(v any, exprs []string) any {
 	switch x := v.(type) {
+	case string:
+		for i := len(exprs) - 1; i >= 0; i-- {
+			x = strings.ReplaceAll(x, placeholder(i), exprs[i])
+		}
+		return x
 	case []any:
 		for i := range x {
-			if s, ok := x[i].(string); ok {
-				x[i] = restore(s)
-			} else {
-				restoreExpressions(x[i], exprs)
-			}
+			x[i] = restoreExpressions(x[i], exprs)
 		}
 	case map[string]any:
 		for k := range x {
-			if s, ok := x[k].(string); ok {
-				x[k] = restore(s)
-			} else {
-				restoreExpressions(x[k], exprs)
-			}
+			x[k] = restoreExpressions(x[k], exprs)
 		}
 	}
+	return v
 }
