@@ -649,7 +649,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			r.leave(ip.Child("path"), fmt.Sprintf("{{elementIndex}} counts the elements of %s together, so as an index into %s it names other containers than the element", strings.Join(lists, ", "), segs[2]))
 		case len(segs) == 5 && segs[3] == "*" && segs[4] == "image" && (opName == "replace" || opName == "add") && slices.Contains(lists, segs[2]):
 			if r.selects(inj, r.foreachSel, ip) {
-				r.imageOp(inj, op, ip, map[string]int{"containers": inContainers, "initContainers": inInit}[segs[2]])
+				r.image(inj, op["value"], ip.Child("value"), map[string]int{"containers": inContainers, "initContainers": inInit}[segs[2]])
 			}
 		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
 			if !r.selects(inj, r.foreachSel, ip) {

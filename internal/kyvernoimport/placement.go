@@ -285,12 +285,6 @@ func imageRewrite(s string) (from, to, why string) {
 	return from, to, ""
 }
 
-// imageOp reads a JSON patch operation that replaces the foreach element's
-// image: /spec/containers/{{elementIndex}}/image.
-func (r *ruleConverter) imageOp(inj *injection, op map[string]any, path *field.Path, list int) {
-	r.image(inj, op["value"], path.Child("value"), list)
-}
-
 // inForeachWhy says why placement in a foreach over lists is left out.
 func inForeachWhy(lists []string) string {
 	return fmt.Sprintf("places the pod from a foreach over %s: Kyverno does so only for a pod that has an element to iterate; a SandboxPolicy's runtime places every pod it matches, so write it outside the foreach", strings.Join(lists, ", "))
