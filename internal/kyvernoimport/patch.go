@@ -23,6 +23,9 @@ const (
 	inInit
 )
 
+// listBits are the bits of the container lists a part can go into.
+var listBits = map[string]int{"containers": inContainers, "initContainers": inInit}
+
 // injection is what one rule, or the rules of one match, put into a pod.
 type injection struct {
 	volumes []volume
@@ -254,17 +257,13 @@ func (r *ruleConverter) pod(inj *injection, p map[string]any, path *field.Path, 
 			}
 		case "containers", "initContainers":
 			list, _ := spec[sk].([]any)
-			l := inContainers
-			if sk == "initContainers" {
-				l = inInit
-			}
 			if lists != nil && !slices.Contains(lists, sk) {
 				r.leave(kp, fmt.Sprintf("patches %s while iterating %s; the element it names is not one of them", sk, strings.Join(lists, " and ")))
 				continue
 			}
 			for i, c := range list {
 				cm, _ := c.(map[string]any)
-				r.container(inj, cm, kp.Index(i), l, lists, sk)
+				r.container(inj, cm, kp.Index(i), listBits[sk], lists, sk)
 			}
 		case "ephemeralContainers":
 			r.ephemeral(spec[sk], kp, lists)
@@ -612,7 +611,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 	}
 	listBit := 0
 	for _, l := range lists {
-		listBit |= map[string]int{"containers": inContainers, "initContainers": inInit}[l]
+		listBit |= listBits[l]
 	}
 	// The pod template's path, for a rule that edits one: /spec/template.
 	prefix := ""
@@ -649,7 +648,7 @@ func (r *ruleConverter) jsonPatch(inj *injection, v any, path *field.Path, lists
 			r.leave(ip.Child("path"), fmt.Sprintf("{{elementIndex}} counts the elements of %s together, so as an index into %s it names other containers than the element", strings.Join(lists, ", "), segs[2]))
 		case len(segs) == 5 && segs[3] == "*" && segs[4] == "image" && (opName == "replace" || opName == "add") && slices.Contains(lists, segs[2]):
 			if r.selects(inj, r.foreachSel, ip) {
-				r.image(inj, op["value"], ip.Child("value"), map[string]int{"containers": inContainers, "initContainers": inInit}[segs[2]])
+				r.image(inj, op["value"], ip.Child("value"), listBits[segs[2]])
 			}
 		case len(segs) == 6 && segs[3] == "*" && segs[5] == "-" && opName == "add" && value != nil && slices.Contains(lists, segs[2]):
 			if !r.selects(inj, r.foreachSel, ip) {
