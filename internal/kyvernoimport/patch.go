@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -99,13 +100,9 @@ func (inj *injection) compatible(o *injection) bool {
 // add joins o, compatible, into inj.
 func (inj *injection) add(o *injection) {
 	inj.volumes = append(inj.volumes, o.volumes...)
-	for k, v := range o.mounts {
-		inj.mounts[k] = v
-	}
+	maps.Copy(inj.mounts, o.mounts)
 	inj.env = append(inj.env, o.env...)
-	if o.memory != nil {
-		inj.memory = o.memory
-	}
+	inj.memory = cmp.Or(o.memory, inj.memory)
 	inj.shm = cmp.Or(o.shm, inj.shm)
 	inj.disk = cmp.Or(o.disk, inj.disk)
 	inj.place.add(o.place)
