@@ -311,11 +311,9 @@ func merge(all []*converted) []Converted {
 			continue
 		}
 		byKey[string(key)] = len(out)
-		if n := names[c.Policy.Metadata.Name]; n > 0 {
-			names[c.Policy.Metadata.Name]++
-			c.Policy.Metadata.Name = fmt.Sprintf("%s-%d", c.Policy.Metadata.Name, n+1)
-		} else {
-			names[c.Policy.Metadata.Name] = 1
+		names[c.Policy.Metadata.Name]++
+		if n := names[c.Policy.Metadata.Name]; n > 1 {
+			c.Policy.Metadata.Name = fmt.Sprintf("%s-%d", c.Policy.Metadata.Name, n)
 		}
 		out = append(out, c.Converted)
 	}
