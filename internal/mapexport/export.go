@@ -134,16 +134,7 @@ func Export(set *policy.Set, opts Options) ([]Exported, []Gap, error) {
 				Why: "a MAP has no report-only mode: it mutates or it does nothing, and it cannot count or log what it would do; not exported"})
 			continue
 		}
-		if p.Spec.ContainerLimits == policy.RaiseLimits && opts.LeakMitigation.Mode(p) == policy.ModeMemory {
-			return nil, nil, fmt.Errorf("policy %q: containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to add the caches' sizes to each container's limit and record what it was; export it with containerLimits: keep", p.Name())
-		}
-		if p.Spec.Shm != nil {
-			return nil, nil, fmt.Errorf("policy %q: shm cannot be exported to a MutatingAdmissionPolicy yet: export it without shm, and keep the webhook for /dev/shm", p.Name())
-		}
-		if p.Spec.Disk != nil {
-			return nil, nil, fmt.Errorf("policy %q: disk cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to find a pod's first selected app container and every container's own ephemeral-storage; export it without disk", p.Name())
-		}
-		if err := refused(p); err != nil {
+		if err := refused(p, opts); err != nil {
 			return nil, nil, err
 		}
 		enforcing = append(enforcing, p)
@@ -419,25 +410,26 @@ func matchCEL(p *policy.Policy, namespaceLabels bool) string {
 }
 
 // refused names the first item of p that no MAP expresses yet, or nil.
-func refused(p *policy.Policy) error {
-	why := ""
+func refused(p *policy.Policy, opts Options) error {
+	env := slices.IndexFunc(p.Spec.Env, func(e policy.EnvVar) bool { return e.Position != "" })
+	asset := slices.IndexFunc(p.Spec.Assets, func(a policy.Asset) bool { return len(a.ImageForRuntimeClasses) > 0 })
+	var why string
 	switch {
+	case p.Spec.ContainerLimits == policy.RaiseLimits && opts.LeakMitigation.Mode(p) == policy.ModeMemory:
+		why = "containerLimits: raise cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to add the caches' sizes to each container's limit and record what it was; export it with containerLimits: keep"
+	case p.Spec.Shm != nil:
+		why = "shm cannot be exported to a MutatingAdmissionPolicy yet: export it without shm, and keep the webhook for /dev/shm"
+	case p.Spec.Disk != nil:
+		why = "disk cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to find a pod's first selected app container and every container's own ephemeral-storage; export it without disk"
 	case p.Spec.Runtime != nil:
 		why = "runtime cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to merge tolerations and nodeSelector entries with the pod's own and warn on a conflict; export it without runtime"
 	case len(p.Spec.ImageMirrors) > 0:
 		why = "imageMirrors cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to normalise image names as the container runtime does; export it without imageMirrors"
-	}
-	for i, e := range p.Spec.Env {
-		if why == "" && e.Position != "" {
-			why = fmt.Sprintf("env[%d].position cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to split the container's own list to add the entry once; export it without env entries that have a position", i)
-		}
-	}
-	for i, a := range p.Spec.Assets {
-		if why == "" && len(a.ImageForRuntimeClasses) > 0 {
-			why = fmt.Sprintf("assets[%d].imageForRuntimeClasses cannot be exported to a MutatingAdmissionPolicy yet: export it without imageForRuntimeClasses", i)
-		}
-	}
-	if why == "" {
+	case env >= 0:
+		why = fmt.Sprintf("env[%d].position cannot be exported to a MutatingAdmissionPolicy yet: a MAP would have to split the container's own list to add the entry once; export it without env entries that have a position", env)
+	case asset >= 0:
+		why = fmt.Sprintf("assets[%d].imageForRuntimeClasses cannot be exported to a MutatingAdmissionPolicy yet: export it without imageForRuntimeClasses", asset)
+	default:
 		return nil
 	}
 	return fmt.Errorf("policy %q: %s", p.Name(), why)
