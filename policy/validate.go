@@ -55,13 +55,7 @@ func validate(sp *SandboxPolicy) field.ErrorList {
 			errs = append(errs, field.Required(fld.Child("sizeLimit"), "containerLimits: raise raises a container's limit by its caches' sizeLimits; set one (such as 1Gi)"))
 		}
 		if c.SizeLimit != "" {
-			q, e := parseBytes(fld.Child("sizeLimit"), c.SizeLimit)
-			if e == nil && q.Sign() <= 0 {
-				e = field.Invalid(fld.Child("sizeLimit"), c.SizeLimit, "must be greater than zero")
-			}
-			if e != nil {
-				errs = append(errs, e)
-			}
+			errs = append(errs, positiveBytes(fld.Child("sizeLimit"), c.SizeLimit, "")...)
 		}
 	}
 	for i, a := range s.Assets {
@@ -507,17 +501,8 @@ func validateMirrors(rules []ImageMirror, fld *field.Path) field.ErrorList {
 }
 
 func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	var limit *resource.Quantity
-	if m.Limit == "" {
-		errs = append(errs, field.Required(fld.Child("limit"), "a memory quantity such as 8Gi"))
-	} else if q, e := parseBytes(fld.Child("limit"), m.Limit); e != nil {
-		errs = append(errs, e)
-	} else if q.Sign() <= 0 {
-		errs = append(errs, field.Invalid(fld.Child("limit"), m.Limit, "must be greater than zero"))
-	} else {
-		limit = &q
-	}
+	errs := positiveBytes(fld.Child("limit"), m.Limit, "a memory quantity such as 8Gi")
+	limit, _ := resource.ParseQuantity(m.Limit) // compared only when valid
 	if m.Request != "" {
 		q, e := parseBytes(fld.Child("request"), m.Request)
 		switch {
@@ -525,7 +510,7 @@ func validateMemory(m *Memory, fld *field.Path) field.ErrorList {
 			errs = append(errs, e)
 		case q.Sign() < 0:
 			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not be negative"))
-		case limit != nil && q.Cmp(*limit) > 0:
+		case len(errs) == 0 && q.Cmp(limit) > 0:
 			errs = append(errs, field.Invalid(fld.Child("request"), m.Request, "must not exceed limit "+m.Limit))
 		}
 	}
