@@ -565,9 +565,8 @@ func (r *ruleConverter) memory(inj *injection, res map[string]any, path *field.P
 				inj.memory.Request = scalar(rl[rk])
 			}
 			if rk == "memory" {
-				r.differs(rp, fmt.Sprintf("replaces any memory %s the %s sets; sandbox-webhook keeps the %s's own and raises the headroom to what the pod asks for (+(memory) says add-if-absent)",
-					strings.TrimSuffix(k, "s"), map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level],
-					map[policy.Level]string{policy.LevelPod: "pod", policy.LevelContainer: "container"}[level]))
+				r.differs(rp, fmt.Sprintf("replaces any memory %s the %[2]s sets; sandbox-webhook keeps the %[2]s's own and raises the headroom to what the pod asks for (+(memory) says add-if-absent)",
+					strings.TrimSuffix(k, "s"), level))
 			}
 		}
 	}
