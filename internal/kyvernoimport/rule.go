@@ -472,15 +472,12 @@ func conditionValues(v any) (values []string, ok bool) {
 	case string:
 		return []string{v}, true
 	case []any:
-		ok = true
 		for _, x := range v {
-			s, isString := x.(string)
-			if !isString {
-				ok = false
-				continue
+			if s, isString := x.(string); isString {
+				values = append(values, s)
 			}
-			values = append(values, s)
 		}
+		return values, len(values) == len(v)
 	}
-	return values, ok
+	return nil, false
 }
