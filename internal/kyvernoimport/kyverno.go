@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/textout"
@@ -220,7 +221,7 @@ func convertDocument(d Document, res *Result) []*converted {
 	}
 	apiVersion, _ := doc["apiVersion"].(string)
 	kind, _ := doc["kind"].(string)
-	name, _ := nested(doc, "metadata", "name").(string)
+	name, _, _ := unstructured.NestedString(doc, "metadata", "name")
 	group, _, _ := strings.Cut(apiVersion, "/")
 	if apiVersion == "v1" && kind == "List" { // kubectl get -o yaml
 		items, _ := doc["items"].([]any)
@@ -246,7 +247,7 @@ func convertDocument(d Document, res *Result) []*converted {
 	}
 	c := &policyConverter{source: d.Source, label: kind + " " + name, res: res}
 	if kind == "Policy" {
-		ns, _ := nested(doc, "metadata", "namespace").(string)
+		ns, _, _ := unstructured.NestedString(doc, "metadata", "namespace")
 		if ns == "" {
 			ns = "default"
 		}
@@ -262,18 +263,6 @@ func decodeObject(js []byte) (map[string]any, bool) {
 	}
 	m, ok := v.(map[string]any)
 	return m, ok
-}
-
-// nested returns the value at the keys, or nil.
-func nested(v any, keys ...string) any {
-	for _, k := range keys {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
 }
 
 // sortedKeys returns m's keys in order, so that findings come in the same
