@@ -29,14 +29,8 @@ func pairInit(rcs []*ruleConverter) {
 				differ = append(differ, a.name)
 				continue
 			}
-			for _, m := range a.inj.mounts {
-				m.lists |= inInit
-			}
-			for i := range a.inj.env {
-				a.inj.env[i].lists |= inInit
-			}
-			for i := range a.inj.mirrors {
-				a.inj.mirrors[i].lists |= inInit
+			for _, l := range a.inj.lists() {
+				*l |= inInit
 			}
 			b.pairedInto = a
 			break
@@ -53,24 +47,26 @@ func pairInit(rcs []*ruleConverter) {
 func (inj *injection) reach() int {
 	lists := 0
 	for _, l := range inj.lists() {
-		if lists != 0 && l != lists {
+		if lists != 0 && *l != lists {
 			return 0
 		}
-		lists = l
+		lists = *l
 	}
 	return lists
 }
 
-func (inj *injection) lists() []int {
-	var out []int
+// lists are the container lists of every mount, env var and image rewrite
+// of inj, to read or to add to.
+func (inj *injection) lists() []*int {
+	var out []*int
 	for _, m := range inj.mounts {
-		out = append(out, m.lists)
+		out = append(out, &m.lists)
 	}
-	for _, e := range inj.env {
-		out = append(out, e.lists)
+	for i := range inj.env {
+		out = append(out, &inj.env[i].lists)
 	}
-	for _, m := range inj.mirrors {
-		out = append(out, m.lists)
+	for i := range inj.mirrors {
+		out = append(out, &inj.mirrors[i].lists)
 	}
 	return out
 }
