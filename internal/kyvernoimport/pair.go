@@ -75,13 +75,9 @@ func (inj *injection) lists() []*int {
 // what inj does in its, and declares no volume inj does not declare alike.
 func (inj *injection) samePerContainer(o *injection) bool {
 	same := func(a, b *mount) bool { return a.mountPath == b.mountPath && a.readOnly == b.readOnly }
-	if !maps.EqualFunc(inj.mounts, o.mounts, same) || len(inj.env) != len(o.env) || len(inj.mirrors) != len(o.mirrors) {
+	sameMirror := func(a, b mirror) bool { return a.ImageMirror == b.ImageMirror }
+	if !maps.EqualFunc(inj.mounts, o.mounts, same) || len(inj.env) != len(o.env) || !slices.EqualFunc(inj.mirrors, o.mirrors, sameMirror) {
 		return false
-	}
-	for i := range o.mirrors {
-		if inj.mirrors[i].ImageMirror != o.mirrors[i].ImageMirror {
-			return false
-		}
 	}
 	for _, e := range o.env {
 		if !slices.ContainsFunc(inj.env, func(f envVar) bool { return f.EnvVar == e.EnvVar }) {
