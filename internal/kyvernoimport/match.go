@@ -328,13 +328,12 @@ func (r *ruleConverter) kinds(blocks []block, path *field.Path) bool {
 // selector decodes a label selector, refusing wildcards in its values,
 // which Kyverno matches as globs and Kubernetes as text.
 func (r *ruleConverter) selector(v any, path *field.Path) (*metav1.LabelSelector, bool) {
-	js, err := json.Marshal(v)
-	if err != nil {
-		r.refuse(r.name, path, "not a label selector: "+err.Error())
-		return nil, false
-	}
 	sel := &metav1.LabelSelector{}
-	if err := strictJSON(js, sel); err != nil {
+	js, err := json.Marshal(v)
+	if err == nil {
+		err = strictJSON(js, sel)
+	}
+	if err != nil {
 		r.refuse(r.name, path, "not a label selector: "+err.Error())
 		return nil, false
 	}
