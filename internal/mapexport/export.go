@@ -1,6 +1,7 @@
 package mapexport
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -297,10 +298,7 @@ func newExported(name string, ps []*policy.Policy, pr *program, match *policy.Po
 // through CEL on the request's namespace; the namespace selector as is.
 func matchNamespaces(p *policy.Policy, opts Options) (*metav1.LabelSelector, []admissionregistrationv1.MatchCondition) {
 	m := &p.Spec.Match
-	sel := &metav1.LabelSelector{}
-	if m.NamespaceSelector != nil {
-		sel = m.NamespaceSelector.DeepCopy()
-	}
+	sel := cmp.Or(m.NamespaceSelector, &metav1.LabelSelector{}).DeepCopy()
 	const nameLabel = "kubernetes.io/metadata.name"
 	excluded := append([]string{"kube-system"}, opts.ExcludeNamespaces...)
 	var excludeGlobs []string
@@ -344,10 +342,7 @@ func matchNamespaces(p *policy.Policy, opts Options) (*metav1.LabelSelector, []a
 // Windows pods (notWindows).
 func matchPods(p *policy.Policy) (*metav1.LabelSelector, []admissionregistrationv1.MatchCondition) {
 	m := &p.Spec.Match
-	sel := &metav1.LabelSelector{}
-	if m.PodSelector != nil {
-		sel = m.PodSelector.DeepCopy()
-	}
+	sel := cmp.Or(m.PodSelector, &metav1.LabelSelector{}).DeepCopy()
 	conds := []admissionregistrationv1.MatchCondition{{Name: "not-windows", Expression: notWindows}}
 	if o := m.OptOut; o != nil && o.Label != "" {
 		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
