@@ -299,7 +299,7 @@ func unknownField(path string) *field.Error {
 	if near := Nearest(key, names); near != "" {
 		detail += fmt.Sprintf("; did you mean %q?", near)
 	} else if len(names) > 0 {
-		detail += "; supported fields: " + quoted(names)
+		detail += `; supported fields: "` + strings.Join(names, `", "`) + `"`
 	}
 	return &field.Error{Type: field.ErrorTypeForbidden, Field: path, Detail: detail}
 }
@@ -400,12 +400,4 @@ func describe(t reflect.Type) string {
 	default:
 		return "a mapping"
 	}
-}
-
-func quoted(values []string) string {
-	q := make([]string, len(values))
-	for i, v := range values {
-		q[i] = fmt.Sprintf("%q", v)
-	}
-	return strings.Join(q, ", ")
 }
