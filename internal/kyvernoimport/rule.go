@@ -419,11 +419,8 @@ func hasInitContainers(cond any) bool {
 		return false
 	}
 	op, _ := m["operator"].(string)
-	switch v := scalar(m["value"]); {
-	case op == "GreaterThanOrEquals" && v == "1", op == "GreaterThan" && v == "0":
-		return true
-	}
-	return false
+	v := scalar(m["value"])
+	return op == "GreaterThanOrEquals" && v == "1" || op == "GreaterThan" && v == "0"
 }
 
 // initOnly refuses a rule guarded by a check of the pod's init containers
