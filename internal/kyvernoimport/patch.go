@@ -685,11 +685,9 @@ func (r *ruleConverter) foreachLists(list string) ([]string, bool) {
 	if slices.Contains(containerLists, rest) {
 		return []string{rest}, true
 	}
-	inner, ok := strings.CutPrefix(rest, "[")
-	if !ok {
-		return nil, false
-	}
-	if inner, ok = strings.CutSuffix(inner, "][]"); !ok {
+	inner, open := strings.CutPrefix(rest, "[")
+	inner, closed := strings.CutSuffix(inner, "][]")
+	if !open || !closed {
 		return nil, false
 	}
 	lists := strings.Split(inner, ",")
