@@ -14,6 +14,7 @@ package kyvernoimport
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -248,10 +249,7 @@ func convertDocument(d Document, res *Result) []*converted {
 	c := &policyConverter{source: d.Source, label: kind + " " + name, res: res}
 	if kind == "Policy" {
 		ns, _, _ := unstructured.NestedString(doc, "metadata", "namespace")
-		if ns == "" {
-			ns = "default"
-		}
-		c.namespace = ns
+		c.namespace = cmp.Or(ns, "default")
 	}
 	return c.convert(name, doc)
 }
