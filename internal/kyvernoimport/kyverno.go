@@ -215,8 +215,10 @@ type converted struct {
 }
 
 func convertDocument(d Document, res *Result) []*converted {
-	doc, ok := decodeObject(d.JSON)
-	if !ok {
+	var v any
+	err := sigsyaml.Unmarshal(d.JSON, &v)
+	doc, ok := v.(map[string]any)
+	if err != nil || !ok {
 		res.Refused = append(res.Refused, Finding{Source: d.Source, Reason: "not a YAML mapping"})
 		return nil
 	}
@@ -252,15 +254,6 @@ func convertDocument(d Document, res *Result) []*converted {
 		c.namespace = cmp.Or(ns, "default")
 	}
 	return c.convert(name, doc)
-}
-
-func decodeObject(js []byte) (map[string]any, bool) {
-	var v any
-	if sigsyaml.Unmarshal(js, &v) != nil {
-		return nil, false
-	}
-	m, ok := v.(map[string]any)
-	return m, ok
 }
 
 // sortedKeys returns m's keys in order, so that findings come in the same
