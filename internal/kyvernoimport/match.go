@@ -1,6 +1,7 @@
 package kyvernoimport
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -331,7 +332,9 @@ func (r *ruleConverter) selector(v any, path *field.Path) (*metav1.LabelSelector
 	sel := &metav1.LabelSelector{}
 	js, err := json.Marshal(v)
 	if err == nil {
-		err = strictJSON(js, sel)
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(sel)
 	}
 	if err != nil {
 		r.refuse(r.name, path, "not a label selector: "+err.Error())

@@ -1,9 +1,7 @@
 package kyvernoimport
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -748,10 +746,4 @@ func scalar(v any) string {
 		return strconv.FormatBool(x)
 	}
 	return fmt.Sprint(v)
-}
-
-func strictJSON(js []byte, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
 }
