@@ -134,7 +134,7 @@ func Split(source string, raw []byte) ([]Document, error) {
 		if len(d.Text) > maxDocument {
 			return nil, fmt.Errorf("%s#%d: a document of %d bytes; the limit is %d", source, n, len(d.Text), maxDocument)
 		}
-		if len(bytes.TrimSpace(stripComments(d.Text))) == 0 {
+		if onlyComments(d.Text) {
 			continue
 		}
 		js, err := sigsyaml.YAMLToJSON(d.Text)
@@ -149,16 +149,15 @@ func Split(source string, raw []byte) ([]Document, error) {
 	return docs, nil
 }
 
-// stripComments drops the comment lines of a document, to tell an empty
-// one.
-func stripComments(raw []byte) []byte {
-	var out []byte
+// onlyComments reports whether a document holds nothing but comment lines
+// and blank ones.
+func onlyComments(raw []byte) bool {
 	for line := range bytes.Lines(raw) {
 		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			out = append(out, line...)
+			return false
 		}
 	}
-	return out
+	return true
 }
 
 // Convert converts the Kyverno policies of docs.
