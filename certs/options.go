@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -154,10 +155,20 @@ func modeList() string {
 	return strings.Join(s, "|")
 }
 
-// ParseMode returns the mode named s, or an error that lists the modes.
-func ParseMode(s string) (Mode, error) {
+// Set parses a mode, or fails with an error that lists the modes. With
+// String and Type it makes a Mode the value of serve's --cert-mode flag (a
+// pflag.Value), so that an unknown mode is refused while the flags are
+// parsed.
+func (m *Mode) Set(s string) error {
 	if !slices.Contains(modes, Mode(s)) {
-		return "", fmt.Errorf("must be one of %s", modeList())
+		return fmt.Errorf("must be one of %s", modeList())
 	}
-	return Mode(s), nil
+	*m = Mode(s)
+	return nil
 }
+
+// String returns the mode, files when unset.
+func (m *Mode) String() string { return string(cmp.Or(*m, ModeFiles)) }
+
+// Type names the flag's value in --help.
+func (m *Mode) Type() string { return "mode" }

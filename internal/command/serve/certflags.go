@@ -9,7 +9,7 @@ import (
 // certificateFlags defines serve's certificate flags (--cert-mode and the names
 // each mode needs) on fs, filling o.
 func certificateFlags(fs *pflag.FlagSet, o *certs.Options) {
-	fs.Var(modeValue{&o.Mode}, "cert-mode", "where the serving certificate comes from: files (--cert-dir), self-managed (rotated in --cert-secret) or cert-manager (--certificate)")
+	fs.Var(&o.Mode, "cert-mode", "where the serving certificate comes from: files (--cert-dir), self-managed (rotated in --cert-secret) or cert-manager (--certificate)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of --cert-secret and --certificate (default $POD_NAMESPACE)")
 	fs.StringVar(&o.Secret, "cert-secret", o.Secret, "self-managed: Secret in --namespace holding the CA and serving certificate (must exist; may be empty)")
 	fs.StringVar(&o.WebhookConfig, "webhook-config", o.WebhookConfig, "MutatingWebhookConfiguration whose caBundle is kept in sync (self-managed) or checked for the cainjector race (cert-manager)")
@@ -17,25 +17,3 @@ func certificateFlags(fs *pflag.FlagSet, o *certs.Options) {
 	fs.StringVar(&o.Certificate, "certificate", o.Certificate, "cert-manager: the Certificate in --namespace to watch for Ready and not-after")
 	fs.StringSliceVar(&o.ExtraDNSNames, "cert-extra-dns-name", o.ExtraDNSNames, "self-managed: extra DNS name for the serving certificate (repeatable), e.g. localhost for a webhook outside the cluster")
 }
-
-// modeValue makes certs.Mode a pflag.Value that rejects unknown modes at
-// parse time.
-type modeValue struct{ m *certs.Mode }
-
-func (v modeValue) String() string {
-	if v.m == nil || *v.m == "" {
-		return string(certs.ModeFiles)
-	}
-	return string(*v.m)
-}
-
-func (v modeValue) Set(s string) error {
-	m, err := certs.ParseMode(s)
-	if err != nil {
-		return err
-	}
-	*v.m = m
-	return nil
-}
-
-func (v modeValue) Type() string { return "mode" }
