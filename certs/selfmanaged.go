@@ -2,6 +2,7 @@ package certs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -77,10 +78,6 @@ func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir st
 	if err := mgr.Add(secrets); err != nil {
 		return nil, fmt.Errorf("self-managed certificates: %w", err)
 	}
-	name := o.controllerName
-	if name == "" {
-		name = "sandbox-webhook-cert-rotator"
-	}
 	svc := o.ServiceName + "." + o.Namespace
 	cr := &rotator.CertRotator{
 		SecretKey:      secretKey,
@@ -92,7 +89,7 @@ func newSelfManaged(log logr.Logger, o *Options, mgr manager.Manager, certDir st
 		IsReady:        make(chan struct{}),
 		Webhooks:       []rotator.WebhookInfo{{Name: o.WebhookConfig, Type: rotator.Mutating}},
 		FieldOwner:     "sandbox-webhook",
-		ControllerName: name,
+		ControllerName: cmp.Or(o.controllerName, "sandbox-webhook-cert-rotator"),
 		// Every replica rotates; optimistic concurrency on the Secret decides.
 		RequireLeaderElection: false,
 	}

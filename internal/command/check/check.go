@@ -162,9 +162,7 @@ func (o *clusterCheckOptions) run(ctx context.Context, streams command.IOStreams
 	if err != nil {
 		return err
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = namespace
-	}
+	pod.Namespace = cmp.Or(pod.Namespace, namespace)
 	rep.Namespace = pod.Namespace
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, pod.Namespace, metav1.GetOptions{})
 	if err != nil {
@@ -283,11 +281,8 @@ func (o *clusterCheckOptions) start(ctx context.Context) (context.Context, kuber
 	if u, err := url.Parse(o.statusURL); o.statusURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		return nil, nil, "", command.UsageErrorf("--status-url must be an http:// or https:// URL, such as http://127.0.0.1:8081/status, not %q", o.statusURL)
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	cs, namespace, err := o.client()
-	return ctx, cs, namespace, err
+	return cmp.Or(ctx, context.Background()), cs, namespace, err
 }
 
 // client returns a clientset for the kubeconfig context and the namespace

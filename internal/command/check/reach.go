@@ -49,13 +49,7 @@ func Reachable(set *policy.Set, configs []admissionregistrationv1.MutatingWebhoo
 			blocks = append(blocks, block{"match", p.NamespaceSelector, p.PodSelector, p.Spec.Match.Namespaces})
 		}
 		for i, b := range p.Any {
-			ns, pod := b.NamespaceSelector, b.PodSelector
-			if ns == nil {
-				ns = p.NamespaceSelector
-			}
-			if pod == nil {
-				pod = p.PodSelector
-			}
+			ns, pod := cmp.Or(b.NamespaceSelector, p.NamespaceSelector), cmp.Or(b.PodSelector, p.PodSelector)
 			names := p.Spec.Match.Any[i].Namespaces
 			if len(names) == 0 {
 				names = p.Spec.Match.Namespaces

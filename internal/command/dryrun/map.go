@@ -1,6 +1,7 @@
 package dryrun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,9 +74,7 @@ func comparableYAML(pod *corev1.Pod, ns string) (string, error) {
 	p := pod.DeepCopy()
 	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	p.Status = corev1.PodStatus{}
-	if p.Namespace == "" {
-		p.Namespace = ns
-	}
+	p.Namespace = cmp.Or(p.Namespace, ns)
 	b, err := json.Marshal(p)
 	if err != nil {
 		return "", err

@@ -3,6 +3,7 @@
 package serve
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"maps"
@@ -46,9 +47,7 @@ type flagValues struct {
 // NewCommand returns the `serve` command, with the certificate flags of
 // certOpts (certs.NewOptions() when nil), which it fills.
 func NewCommand(certOpts *certs.Options) *cobra.Command {
-	if certOpts == nil {
-		certOpts = certs.NewOptions()
-	}
+	certOpts = cmp.Or(certOpts, certs.NewOptions())
 	v := &flagValues{Options: server.Options{LeakMitigation: mutate.LeakMitigationPolicy}}
 	cmd := &cobra.Command{
 		Use:   "serve",
