@@ -202,7 +202,7 @@ func resolveFlags(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) erro
 			if err := fs.Set(f.Name, val); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", env, val, err))
 			}
-			setSource(f, "$"+env)
+			_ = fs.SetAnnotation(f.Name, sourceAnnotation, []string{"$" + env})
 		}
 	})
 	if len(errs) > 0 {
@@ -249,7 +249,7 @@ func applyConfig(fs *pflag.FlagSet, path string, raw []byte) error {
 				break
 			}
 		}
-		setSource(f, "key "+k+" of --config "+path)
+		_ = fs.SetAnnotation(f.Name, sourceAnnotation, []string{"key " + k + " of --config " + path})
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("--config %s: %s", path, strings.Join(errs, "; "))
@@ -276,13 +276,6 @@ func scalar(v any) (string, error) {
 // sourceAnnotation records on a flag where a value that did not come from
 // the command line came from, for error messages.
 const sourceAnnotation = "sandbox-webhook.io/source"
-
-func setSource(f *pflag.Flag, source string) {
-	if f.Annotations == nil {
-		f.Annotations = map[string][]string{}
-	}
-	f.Annotations[sourceAnnotation] = []string{source}
-}
 
 // flagSource names a flag in an error about its value: "--port", or
 // "--port (from $SANDBOX_WEBHOOK_PORT)" when the environment or the config
