@@ -431,14 +431,12 @@ func (o *clusterCheckOptions) leakMode(ctx context.Context, cs kubernetes.Interf
 
 // writeMachineReport writes a check report as -o json or -o yaml.
 func writeMachineReport(w io.Writer, rep any, output string) error {
-	var b []byte
-	var err error
 	if output == "json" {
-		b, err = json.MarshalIndent(rep, "", "  ")
-		b = append(b, '\n')
-	} else {
-		b, err = yaml.Marshal(rep)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
 	}
+	b, err := yaml.Marshal(rep)
 	if err != nil {
 		return err
 	}
