@@ -196,13 +196,11 @@ func (o *dryRunOptions) run(streams command.IOStreams) error {
 // readAll streams every input through the pipeline, in order.
 func (p *pipeline) readAll(files []string, stdin io.Reader) error {
 	for _, name := range files {
-		var err error
+		read := func(v input.Visitor) error { return input.ReadFile(name, v) }
 		if name == "-" {
-			err = readAhead(func(v input.Visitor) error { return input.ReadStream("stdin", stdin, v) }, p)
-		} else {
-			err = readAhead(func(v input.Visitor) error { return input.ReadFile(name, v) }, p)
+			read = func(v input.Visitor) error { return input.ReadStream("stdin", stdin, v) }
 		}
-		if err != nil {
+		if err := readAhead(read, p); err != nil {
 			return err
 		}
 	}
