@@ -413,10 +413,7 @@ func (j *jsonOutput) field(k string, v any) error {
 	if err != nil {
 		return err
 	}
-	_, _ = j.w.WriteString("  ")
-	_, _ = j.w.Write(key)
-	_, _ = j.w.WriteString(": ")
-	_, err = j.w.Write(b)
+	_, err = fmt.Fprintf(j.w, "  %s: %s", key, b)
 	return err
 }
 
@@ -487,12 +484,12 @@ func (p *patchOutput) pod(dp *preview.Pod) error {
 		p.pending = line
 		return nil
 	case 2:
-		if err := writePatchLine(p.w, p.pending); err != nil {
+		if err := json.NewEncoder(p.w).Encode(p.pending); err != nil {
 			return err
 		}
 		p.pending = patchLine{}
 	}
-	return writePatchLine(p.w, line)
+	return json.NewEncoder(p.w).Encode(line)
 }
 
 // close writes the patch of a single pod as an indented JSON array.
@@ -505,15 +502,6 @@ func (p *patchOutput) close() error {
 		return err
 	}
 	_, err := fmt.Fprintf(p.w, "%s\n", b.Bytes())
-	return err
-}
-
-func writePatchLine(w io.Writer, l patchLine) error {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }
 
