@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // resync re-delivers the watched objects from the local cache (no apiserver
@@ -165,10 +166,7 @@ func (w *certManagerWatcher) observeCertificate(obj any) {
 	if !ok {
 		return
 	}
-	var notAfter time.Time
-	if crt.Status.NotAfter != nil {
-		notAfter = crt.Status.NotAfter.Time
-	}
+	notAfter := ptr.Deref(crt.Status.NotAfter, metav1.Time{}).Time
 	w.metrics.setNotAfter(notAfter)
 
 	var cond *cmapi.CertificateCondition

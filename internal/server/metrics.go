@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/admission"
@@ -112,10 +113,7 @@ func (m *serverMetrics) observeCertificate(c *tls.Certificate) {
 }
 
 func (m *serverMetrics) certificateNotAfter() time.Time {
-	if t := m.notAfter.Load(); t != nil {
-		return *t
-	}
-	return time.Time{}
+	return ptr.Deref(m.notAfter.Load(), time.Time{})
 }
 
 // registry registers the server's metrics in controller-runtime's registry,
