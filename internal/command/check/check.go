@@ -474,10 +474,8 @@ func writeCheckReport(w io.Writer, rep *checkReport, output string) error {
 	preview.WriteReport(preview.NewReportWriter(&b), &preview.Pod{Name: rep.Object, Result: *rep.result})
 	// preview.WriteReport's first line names the object again.
 	_, body, _ := strings.Cut(b.String(), "\n")
-	for _, line := range strings.SplitAfter(body, "\n") {
-		if line != "" {
-			fmt.Fprintf(w, "  %s", line)
-		}
+	for line := range strings.Lines(body) {
+		fmt.Fprintf(w, "  %s", line)
 	}
 	for _, d := range rep.Drift {
 		line("  drift: %s", d)
