@@ -30,26 +30,20 @@ func LoadNamespaces(path string) (map[string]map[string]string, error) {
 // Namespace it sees.
 type namespaceCollector map[string]map[string]string
 
-func (c namespaceCollector) add(obj Object) {
+// Object records a Namespace, and the Namespaces of a List inside a List.
+func (c namespaceCollector) Object(pos Position, obj Object) error {
 	if obj.IsList() {
 		for _, it := range obj.Items() {
-			c.add(Classify(it))
+			_ = c.Object(pos, Classify(it))
 		}
-		return
+		return nil
 	}
 	var ns corev1.Namespace
 	if obj.Kind == "Namespace" && json.Unmarshal(obj.JSON, &ns) == nil && ns.Name != "" {
 		c[ns.Name] = ns.Labels
 	}
-}
-
-func (c namespaceCollector) Object(_ Position, obj Object) error {
-	c.add(obj)
 	return nil
 }
 func (c namespaceCollector) ListStart(Position, map[string]any) error { return nil }
-func (c namespaceCollector) ListItem(_ Position, item Object) error {
-	c.add(item)
-	return nil
-}
-func (c namespaceCollector) ListEnd(Position, map[string]any) error { return nil }
+func (c namespaceCollector) ListItem(pos Position, item Object) error { return c.Object(pos, item) }
+func (c namespaceCollector) ListEnd(Position, map[string]any) error   { return nil }
