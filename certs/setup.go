@@ -1,11 +1,13 @@
 package certs
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"maps"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -32,11 +34,7 @@ func (o *Options) Setup(ctx context.Context, mgr manager.Manager, certDir string
 	log := logf.FromContext(ctx).WithName("certs").WithValues("certMode", o.Mode)
 	switch o.Mode {
 	case ModeCertManager:
-		reg := o.Registerer
-		if reg == nil {
-			reg = ctrlmetrics.Registry
-		}
-		m, err := newMetrics(reg)
+		m, err := newMetrics(cmp.Or[prometheus.Registerer](o.Registerer, ctrlmetrics.Registry))
 		if err != nil {
 			return nil, err
 		}
