@@ -101,10 +101,11 @@ func UnboundedQuantity(spec *corev1.PodSpec) string {
 		return list(path+".requests", r.Requests)
 	}
 	for ref, c := range AllContainers(spec) {
-		if p := reqs(ref.Path()+".resources", &c.Resources); p != "" {
+		path := ref.Path()
+		if p := reqs(path+".resources", &c.Resources); p != "" {
 			return p
 		}
-		if p := divisors(ref.Path(), c.Env); p != "" {
+		if p := divisors(path, c.Env); p != "" {
 			return p
 		}
 	}
