@@ -37,6 +37,21 @@ type Price struct {
 	// AdmissionReview, and a body the decoder might read as YAML, which the
 	// count does not price. Such a body is refused (RefuseNotObject).
 	NotObject bool
+	// object is where the request's object is in the body, [start, end),
+	// when the count saw it: a JSON object, the one member "object" of the
+	// one member "request" of the body. Zero otherwise.
+	object span
+}
+
+// span is a part of a body: its bytes from start to end.
+type span struct{ start, end int }
+
+// in returns the part of body s spans, or nil when s is empty.
+func (s span) in(body []byte) []byte {
+	if s.end <= s.start || s.end > len(body) {
+		return nil
+	}
+	return body[s.start:s.end:s.end]
 }
 
 // What each value costs to process beyond its bytes, measured as the heap a
@@ -74,13 +89,15 @@ func (w Price) String() string {
 }
 
 // PriceReview counts the values of an AdmissionReview body without decoding
-// it, in one pass that keeps no state but its position and the byte before
-// it: no nesting makes it use memory. An object or null is an array
-// element when "[" or "," comes before it (in an object, a key comes after
-// ","). On a body that is not valid JSON it may miscount, which costs
-// nothing: a body that is not a JSON object is refused (NotObject), and the
-// decoder checks that an object is valid JSON before it allocates anything
-// for it.
+// it, in one pass that keeps no state but its position, the byte before it,
+// its depth and the two keys that lead to the request's object: no nesting
+// makes it use memory. An object or null is an array element when "[" or
+// "," comes before it (in an object, a key comes after ","). On the way it
+// notes where the request's object is, which the webhook then decodes in
+// place (see decodeReview). On a body that is not valid JSON it may
+// miscount, which costs nothing: a body that is not a JSON object is
+// refused (NotObject), and the decoder checks that an object is valid JSON
+// before it allocates anything for it.
 func PriceReview(body []byte) Price {
 	w := Price{Bytes: int64(len(body))}
 	i := len(body) - len(bytes.TrimLeft(body, space))
@@ -90,12 +107,30 @@ func PriceReview(body []byte) Price {
 	}
 	var prev byte // the first byte of the value or token before
 	var raw bool  // the value after this key is kept as its bytes
+	// Where the request's object is: depth counts the open objects and
+	// arrays; inRequest is set while the last key of the body's own
+	// members was "request"; atObject while the value of the request's
+	// "object" comes next; requests and objects count those keys, a span
+	// being kept only for one of each.
+	var depth, requests, objects int
+	var inRequest, atObject bool
+	var object span
 	for ; i < len(body); i++ {
 		c := body[i]
 		element := prev == '[' || prev == ','
+		if atObject && c != ':' && !isSpace(c) {
+			atObject = false
+			if c == '{' {
+				object.start = i
+			}
+		}
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			continue
+		case '}', ']':
+			if depth--; depth == 2 && inRequest && object.start > 0 && object.end == 0 {
+				object.end = i + 1
+			}
 		case '{':
 			if raw && prev == ':' {
 				// A managedFields entry's fieldsV1: the decoder keeps it
@@ -109,12 +144,14 @@ func PriceReview(body []byte) Price {
 				prev = c
 				continue
 			}
+			depth++
 			if element {
 				w.Elements++
 			} else {
 				w.Objects++
 			}
 		case '[':
+			depth++
 			w.Arrays++
 		case '"':
 			start := i + 1
@@ -123,10 +160,24 @@ func PriceReview(body []byte) Price {
 					i++
 				}
 			}
-			if rest := bytes.TrimLeft(body[min(i+1, len(body)):], space); len(rest) == 0 || rest[0] != ':' {
+			next := i + 1
+			for next < len(body) && isSpace(body[next]) {
+				next++
+			}
+			if next >= len(body) || body[next] != ':' {
 				w.Scalars++ // not a key
 			} else {
-				raw = string(body[start:min(i, len(body))]) == "fieldsV1"
+				key := body[start:min(i, len(body))]
+				raw = string(key) == "fieldsV1"
+				switch {
+				case depth == 1:
+					if inRequest = string(key) == "request"; inRequest {
+						requests++
+					}
+				case depth == 2 && inRequest && string(key) == "object":
+					objects++
+					atObject = true
+				}
 			}
 		case 'n':
 			if element {
@@ -143,8 +194,13 @@ func PriceReview(body []byte) Price {
 		}
 		prev = c
 	}
+	if requests == 1 && objects == 1 && object.end > 0 {
+		w.object = object
+	}
 	return w
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // skipObject returns the index of the "}" that closes the object opening at
 // body[i], or the last index when it is not closed: a depth and whether it

@@ -27,25 +27,47 @@ func referenceCount(body []byte) (w Price, ok bool) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	type frame struct{ object, wantKey bool }
+	type frame struct {
+		object, wantKey bool
+		key             string // the last key of an object
+	}
 	var stack []frame
+	// The request's object: its span, and how many times the body names
+	// a request and the request an object.
+	var object span
+	var requests, objects int
+	defer func() {
+		if requests == 1 && objects == 1 {
+			w.object = object
+		}
+	}()
 	for {
 		tok, err := dec.Token()
 		if err != nil {
 			return w, true
 		}
 		n := len(stack)
-		if _, isString := tok.(string); isString && n > 0 && stack[n-1].wantKey {
-			stack[n-1].wantKey = false // a key
+		if key, isString := tok.(string); isString && n > 0 && stack[n-1].wantKey {
+			stack[n-1].wantKey, stack[n-1].key = false, key // a key
+			switch {
+			case n == 1 && key == "request":
+				requests++
+			case n == 2 && stack[0].key == "request" && key == "object":
+				objects++
+			}
 			continue
 		}
 		inArray := n > 0 && !stack[n-1].object
+		atObject := n == 2 && stack[0].key == "request" && stack[1].key == "object" && stack[1].object
 		switch tok {
 		case json.Delim('{'):
 			if inArray {
 				w.Elements++
 			} else {
 				w.Objects++
+			}
+			if atObject {
+				object.start = int(dec.InputOffset()) - 1
 			}
 			stack = append(stack, frame{object: true, wantKey: true})
 			continue
@@ -55,6 +77,9 @@ func referenceCount(body []byte) (w Price, ok bool) {
 			continue
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:n-1]
+			if n == 3 && stack[0].key == "request" && stack[1].key == "object" && tok == json.Delim('}') {
+				object.end = int(dec.InputOffset())
+			}
 		case nil:
 			if inArray {
 				w.Elements++
@@ -98,6 +123,29 @@ func TestPriceReview(t *testing.T) {
 	for _, body := range []string{``, ` `, `[{}]`, `"x"`, "apiVersion: v1\nkind: AdmissionReview\n"} {
 		if !PriceReview([]byte(body)).NotObject {
 			t.Errorf("%q: taken for an object", body)
+		}
+	}
+}
+
+// TestPriceReviewFindsTheObject: the count notes where the request's object
+// is when the body names one request with one object, and nowhere else.
+func TestPriceReviewFindsTheObject(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"request":{"object":{"kind":"Pod"}}}`: `{"kind":"Pod"}`,
+		`{ "kind" : "AdmissionReview" , "request" : { "uid" : "u" , "object" : { "a" : [ {}, "}" ] } , "oldObject" : null } }`: `{ "a" : [ {}, "}" ] }`,
+		`{"request":{"object":{"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{}}}]}},"oldObject":{"x":1}}}`:               `{"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{}}}]}}`,
+		`{"response":{"object":{"a":1}},"request":{"oldObject":{},"object":{"b":"\"object\":"}}}`:                              `{"b":"\"object\":"}`,
+		`{"request":{"object":null}}`:                       ``,
+		`{"request":{"object":"pod"}}`:                      ``,
+		`{"request":{"object":[{}]}}`:                       ``,
+		`{"request":{"object":{}},"request":{"object":{}}}`: ``,
+		`{"request":{"object":{},"object":{}}}`:             ``,
+		`{"request":{"spec":{"object":{}}}}`:                ``,
+		`{"object":{},"request":{}}`:                        ``,
+		`{"request":{"object":{"a":[1}`:                     ``,
+	} {
+		if got := string(PriceReview([]byte(body)).object.in([]byte(body))); got != want {
+			t.Errorf("%s: the object is %q, want %q", body, got, want)
 		}
 	}
 }
