@@ -56,6 +56,29 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 	return keepIntended(ops, original)
 }
 
+// MarshalPatch encodes ops as a JSONPatch document: what json.Marshal
+// gives (jsonpatch.Operation's MarshalJSON: the value of an add or replace
+// always written, null when nil), in one pass, where json.Marshal encodes
+// each operation on its own and then reads all of them again.
+func MarshalPatch(ops []jsonpatch.Operation) ([]byte, error) {
+	type op struct {
+		Operation string `json:"op"`
+		Path      string `json:"path"`
+		Value     any    `json:"value,omitempty"`
+	}
+	var out []op
+	if ops != nil {
+		out = make([]op, len(ops))
+	}
+	for i, o := range ops {
+		out[i] = op{o.Operation, o.Path, o.Value}
+		if o.Value == nil && (o.Operation == "add" || o.Operation == "replace") {
+			out[i].Value = json.RawMessage("null")
+		}
+	}
+	return json.Marshal(out)
+}
+
 // wholePatch is the diff of raw and the encoding of mutated, each without
 // managedFields, as whole documents.
 func wholePatch(raw []byte, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {

@@ -110,6 +110,7 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					checkMarshalPatch(t, got)
 					if len(want) == 0 {
 						want = nil
 					}
@@ -141,4 +142,37 @@ func asJSON(t *testing.T, ops []jsonpatch.Operation) any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// checkMarshalPatch checks that MarshalPatch encodes ops byte for byte as
+// json.Marshal does.
+func checkMarshalPatch(t *testing.T, ops []jsonpatch.Operation) {
+	t.Helper()
+	want, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MarshalPatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("MarshalPatch:\n%s\njson.Marshal:\n%s", got, want)
+	}
+}
+
+// TestMarshalPatch: MarshalPatch encodes every kind of value as json.Marshal
+// does, a nil value of an add or replace as null.
+func TestMarshalPatch(t *testing.T) {
+	checkMarshalPatch(t, []jsonpatch.Operation{
+		jsonpatch.NewOperation("add", "/a~1b", nil),
+		jsonpatch.NewOperation("replace", "/c", nil),
+		jsonpatch.NewOperation("remove", "/d", nil),
+		jsonpatch.NewOperation("add", "/e", json.RawMessage(` { "x" : [1, 2.50, "<&>"] } `)),
+		jsonpatch.NewOperation("add", "/f", map[string]any{"z": 1, "a": []any{"<b>", nil, true}}),
+		jsonpatch.NewOperation("replace", "/g\u2028", "line\u2028sep <script>"),
+		jsonpatch.NewOperation("test", "/h", 1.5e300),
+	})
+	checkMarshalPatch(t, nil)
+	checkMarshalPatch(t, []jsonpatch.Operation{})
 }

@@ -3,7 +3,6 @@ package admission
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -219,7 +218,7 @@ func (h *Handler) patch(raw []byte, original, mutated *corev1.Pod) ([]byte, erro
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}
-	b, err := json.Marshal(ops)
+	b, err := mutate.MarshalPatch(ops)
 	if err != nil {
 		return nil, err
 	}

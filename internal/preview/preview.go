@@ -65,7 +65,7 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	for i := range ops {
 		ops[i].Path = obj.TemplatePath + ops[i].Path
 	}
-	if p.Patch, err = json.Marshal(ops); err != nil {
+	if p.Patch, err = mutate.MarshalPatch(ops); err != nil {
 		return nil, err
 	}
 	patch, err := jsonpatch.DecodePatch(p.Patch)
