@@ -60,26 +60,8 @@ func NewHandler(config *atomic.Pointer[Config], namespaces NamespaceLookup, metr
 	}
 }
 
-// Webhook is the admission path at Path: controller-runtime's admission
-// webhook around h, which reads the AdmissionReview (v1 or v1beta1),
-// decodes it, answers in its apiVersion with the request's UID and turns a
-// panic of h into an errored answer (code 500). A request whose body is not
-// an AdmissionReview it can read is answered with an errored review
-// (code 400), since an HTTP error would leave the decision to the webhook's
-// failurePolicy.
-func (h *Handler) Webhook() *cradmission.Webhook {
-	return &cradmission.Webhook{
-		Handler: h,
-		// The duration metric counts from before the review is decoded.
-		WithContextFunc: func(ctx context.Context, _ *http.Request) context.Context {
-			return context.WithValue(ctx, startKey{}, time.Now())
-		},
-		// The webhook logs a review it cannot read, and at debug level 5
-		// every request; the handler logs its decisions itself.
-		LogConstructor: func(logr.Logger, *cradmission.Request) logr.Logger { return h.log },
-	}
-}
-
+// startKey is the context key of the time ServeReview began: the duration
+// metric counts from before the review is decoded.
 type startKey struct{}
 
 // Handle answers one admission request (see handle) and counts it.
@@ -112,7 +94,7 @@ func (h *Handler) handle(ctx context.Context, log logr.Logger, req cradmission.R
 		log.V(1).Info("Admission decision", "outcome", OutcomeSkipped, "reason", reason)
 		return cradmission.Allowed(reason), OutcomeSkipped
 	}
-	pod, err := h.decodePod(req.Object)
+	pod, err := h.requestObject(ctx, req)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
 	}
@@ -255,14 +237,35 @@ func (h *Handler) decodePod(object runtime.RawExtension) (*corev1.Pod, error) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(object.Raw, pod); err != nil {
 		return nil, fmt.Errorf("decoding the pod: %w", err)
 	}
-	gv, err := schema.ParseGroupVersion(pod.APIVersion)
-	if err != nil {
+	if err := checkPodKind(pod); err != nil {
 		return nil, fmt.Errorf("decoding the pod: %w", err)
 	}
-	if gvk := gvkWithDefaults(gv.WithKind(pod.Kind), podKind); gvk != podKind {
-		return nil, fmt.Errorf("decoding the pod: the object is a %s, not a %s", gvk, podKind)
-	}
 	return pod, nil
+}
+
+// requestObject is the request's object as a pod: as ServeReview decoded
+// it with the review, else decodePod's.
+func (h *Handler) requestObject(ctx context.Context, req cradmission.Request) (*corev1.Pod, error) {
+	if d, ok := ctx.Value(podKey{}).(*decodedPod); ok {
+		if d.err != nil {
+			return nil, fmt.Errorf("decoding the pod: %w", d.err)
+		}
+		return d.pod, nil
+	}
+	return h.decodePod(req.Object)
+}
+
+// checkPodKind refuses a pod decoded from an object of another apiVersion
+// or kind.
+func checkPodKind(pod *corev1.Pod) error {
+	gv, err := schema.ParseGroupVersion(pod.APIVersion)
+	if err != nil {
+		return err
+	}
+	if gvk := gvkWithDefaults(gv.WithKind(pod.Kind), podKind); gvk != podKind {
+		return fmt.Errorf("the object is a %s, not a %s", gvk, podKind)
+	}
+	return nil
 }
 
 // gvkWithDefaults is actual with what it leaves out taken from defaults,
@@ -288,7 +291,7 @@ func gvkWithDefaults(actual, defaults schema.GroupVersionKind) schema.GroupVersi
 // containers it adds mirrored by the policies that select the pod
 // (mutate.EphemeralMirrors).
 func (h *Handler) handleEphemeral(ctx context.Context, log logr.Logger, req cradmission.Request) (cradmission.Response, Outcome) {
-	pod, err := h.decodePod(req.Object)
+	pod, err := h.requestObject(ctx, req)
 	if err != nil {
 		return errored(log, http.StatusBadRequest, err)
 	}

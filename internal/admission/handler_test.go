@@ -523,7 +523,7 @@ func TestLogsNeverHoldPodContents(t *testing.T) {
 	}, funcr.Options{Verbosity: 1})
 	f := newFixture(t, memoryPolicies(t), mutate.Options{})
 	f.handler.log = log
-	hook := serve(f.handler)
+	hook := f.handler.Webhook()
 	const secret = "s3cr3t-value-0042"
 	pod := strings.NewReplacer("hardlink", secret, `value: kept`, "value: "+secret).Replace(string(mustRead(t, "uv-link-mode-set")))
 	pod = strings.Replace(pod, "labels:", "annotations:\n    token: "+secret+"\n  labels:", 1)

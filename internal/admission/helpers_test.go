@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -69,7 +68,7 @@ func newFixture(t testing.TB, set *policy.Set, opts mutate.Options) *fixture {
 		f.config.Store(&Config{Policies: set, Options: opts})
 	}
 	f.handler = NewHandler(&f.config, f.lookup, NewMetrics(f.reg), logr.Discard())
-	f.http = serve(f.handler)
+	f.http = f.handler.Webhook()
 	return f
 }
 
@@ -83,27 +82,6 @@ func (f *fixture) admit(t testing.TB, req cradmission.Request) cradmission.Respo
 	t.Helper()
 	_, review := f.serveHTTP(t, reviewBody(t, req))
 	return cradmission.Response{AdmissionResponse: *review.Response}
-}
-
-// serve stands in for the server's guard: it reads the body, counts it,
-// refuses one that is not a JSON object, and hands the rest to h's webhook.
-func serve(h *Handler) http.Handler {
-	webhook := h.Webhook()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := make([]byte, r.ContentLength)
-		_, err := io.ReadFull(r.Body, body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if PriceReview(body).NotObject {
-			h.metrics.ObserveRequest(OutcomeError, 0)
-			RefuseNotObject(w)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		webhook.ServeHTTP(w, r)
-	})
 }
 
 // serveHTTP posts body to the webhook and decodes the AdmissionReview answer.

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -25,7 +23,8 @@ import (
 // refused with an errored review (400), and room for processing the others
 // is taken from the budget (an errored review of code 413 when the whole
 // budget would not do: a property of the pod is answered, never left to the
-// failurePolicy).
+// failurePolicy). The body and its count, which notes where the pod is in
+// it, go to next.ServeReview.
 //
 // The 503s and the 413 of a body above the limit are HTTP errors, not
 // AdmissionReview answers: the API server treats them as a failed call, and
@@ -33,7 +32,7 @@ import (
 // unreachable. A body above the limit is not read, so it has no uid to
 // answer; the API server's own request limit (3 MiB by default) is below
 // --max-request-bytes' default for a CREATE.
-func (s *server) gate(next http.Handler) http.Handler {
+func (s *server) gate(next *admission.Webhook) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
@@ -68,7 +67,7 @@ func (s *server) gate(next http.Handler) http.Handler {
 		}
 		defer release()
 		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime(n, s.opts.ReadTimeout)))
-		body, err := readBody(w, r, limit)
+		body, err := admission.ReadBody(w, r, limit)
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -101,8 +100,7 @@ func (s *server) gate(next http.Handler) http.Handler {
 			return
 		}
 		defer releaseMore()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
+		next.ServeReview(w, r, body, price)
 	})
 }
 
@@ -121,20 +119,6 @@ func (s *server) tooCostly(w http.ResponseWriter, start time.Time, price admissi
 		return
 	}
 	http.Error(w, "sandbox-webhook: "+reason, http.StatusRequestEntityTooLarge)
-}
-
-// readBody reads the request body whole, at most limit bytes: into a buffer
-// of the announced size when there is one (net/http ends the body there),
-// else growing, as io.ReadAll does.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 // busy answers a request that found no room in the budget. The API server

@@ -125,28 +125,7 @@ func handler(set *policy.Set, log logr.Logger) http.Handler {
 	lookup := func(_ context.Context, name string) (mutate.Namespace, bool) {
 		return mutate.Namespace{Name: name}, name == benchdata.Namespace
 	}
-	metrics := admission.NewMetrics(prometheus.NewRegistry())
-	return serve(admission.NewHandler(&config, lookup, metrics, log), metrics)
-}
-
-// serve stands in for the server's guard: it reads the body, counts it,
-// refuses one that is not a JSON object, and hands the rest to h's webhook.
-func serve(h *admission.Handler, metrics *admission.Metrics) http.Handler {
-	webhook := h.Webhook()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if admission.PriceReview(body).NotObject {
-			metrics.ObserveRequest(admission.OutcomeError, 0)
-			admission.RefuseNotObject(w)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		webhook.ServeHTTP(w, r)
-	})
+	return admission.NewHandler(&config, lookup, admission.NewMetrics(prometheus.NewRegistry()), log).Webhook()
 }
 
 // floorHandler is the least an admission webhook built on controller-runtime
