@@ -11,7 +11,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -266,11 +265,7 @@ func RefuseReview(w http.ResponseWriter, body []byte, code int32, reason string)
 func writeRefusal(w http.ResponseWriter, version string, uid types.UID, code int32, reason string) {
 	resp := cradmission.Errored(code, errors.New("sandbox-webhook: "+reason))
 	resp.UID = uid
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: version, Kind: "AdmissionReview"},
-		Response: &resp.AdmissionResponse,
-	})
+	_ = writeReview(w, version, resp)
 }
 
 // The most of each part a pod may have. Kubernetes sets no such limits, but
