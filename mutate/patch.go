@@ -112,7 +112,7 @@ func wholePatch(raw []byte, mutated *corev1.Pod) ([]jsonpatch.Operation, error) 
 // writes, which are split off when both pods have them (see diffStruct),
 // and what remains of metadata, spec and status.
 func typedPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool, error) {
-	if original.TypeMeta != mutated.TypeMeta {
+	if original.TypeMeta != mutated.TypeMeta || !startsLikeEncoding(raw, original) {
 		return nil, false, nil
 	}
 	if enc, err := json.Marshal(original); err != nil || !bytes.Equal(enc, raw) {
@@ -132,6 +132,15 @@ func typedPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operatio
 		return nil, false, err
 	}
 	return ops, true, nil
+}
+
+// startsLikeEncoding reports whether raw starts as the encoding of pod
+// does: with the members of its TypeMeta, which come first. A pod read from
+// YAML (its keys sorted: apiVersion before kind) does not, and is then told
+// apart without encoding the whole pod to compare.
+func startsLikeEncoding(raw []byte, pod *corev1.Pod) bool {
+	tm, err := json.Marshal(pod.TypeMeta)
+	return err == nil && bytes.HasPrefix(raw, tm[:len(tm)-1])
 }
 
 // A part is a member of a struct that diffStruct diffs on its own: its
