@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	evanphx "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -175,4 +176,37 @@ func TestMarshalPatch(t *testing.T) {
 	})
 	checkMarshalPatch(t, nil)
 	checkMarshalPatch(t, []jsonpatch.Operation{})
+}
+
+// TestPatchAppliesToAnObjectThatLooksTyped: an object that starts as the
+// typed encoding does (kind first) but is not it, here with a null
+// container, gets a patch that applies to it: Patch proves byte for byte
+// that raw is the encoding before it diffs part by part, since a typed
+// diff would add members to the null.
+func TestPatchAppliesToAnObjectThatLooksTyped(t *testing.T) {
+	raw := []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"sandboxes","labels":{"app":"sandbox"}},` +
+		`"spec":{"containers":[null,{"name":"main","image":"python:3.12-slim"}]}}`)
+	original := &corev1.Pod{}
+	if err := json.Unmarshal(raw, original); err != nil {
+		t.Fatal(err)
+	}
+	res := Pod(original, Namespace{Name: "sandboxes"}, golden.Policies(t, "examples/policies/memory"), Options{})
+	if !res.Changed {
+		t.Fatal("the seed policy changed nothing")
+	}
+	ops, err := Patch(raw, original, res.Pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MarshalPatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := evanphx.DecodePatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Apply(raw); err != nil {
+		t.Fatalf("the patch does not apply: %v\n%s", err, b)
+	}
 }
