@@ -235,6 +235,8 @@ func TestReadsReviewsAsControllerRuntime(t *testing.T) {
 	for name, body := range map[string]string{
 		"two objects":                    head + `"object":{"kind":"Service"},"object":` + typical + `}}`,
 		"two objects, pod first":         head + `"object":` + typical + `,"object":{"metadata":{"name":"second","labels":{"app":"sandbox"}}}}}`,
+		"an escaped object key":          head + `"object":{"kind":"Service"},"obj\u0065ct":` + typical + `}}`,
+		"an escaped request key":         `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"first","object":{"kind":"Service"}},"r\u0065quest":{"uid":"u","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"sandboxes","object":` + typical + `}}`,
 		"two requests":                   `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"first"},"request":{"uid":"u","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"sandboxes","object":` + typical + `}}`,
 		"a Deployment":                   `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apps","version":"v1","kind":"Deployment"},"operation":"CREATE","namespace":"sandboxes","object":{"apiVersion":"apps/v1","kind":"Deployment","spec":{"replicas":1,"template":{}}}}}`,
 		"a ConfigMap, not a pod's shape": `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"ConfigMap"},"operation":"CREATE","namespace":"sandboxes","object":{"apiVersion":"v1","kind":"ConfigMap","spec":"x","data":{"a":"b"}}}}`,

@@ -110,9 +110,10 @@ func PriceReview(body []byte) Price {
 	// arrays; inRequest is set while the last key of the body's own
 	// members was "request"; atObject while the value of the request's
 	// "object" comes next; requests and objects count those keys, a span
-	// being kept only for one of each.
+	// being kept only for one of each, and none when a key of the body or
+	// of its members holds an escape.
 	var depth, requests, objects int
-	var inRequest, atObject bool
+	var inRequest, atObject, escaped bool
 	var object span
 	for ; i < len(body); i++ {
 		c := body[i]
@@ -168,6 +169,9 @@ func PriceReview(body []byte) Price {
 			} else {
 				key := body[start:min(i, len(body))]
 				raw = string(key) == "fieldsV1"
+				// A key spelled with an escape may read as "request" or
+				// "object" to the decoder: no span is kept.
+				escaped = escaped || depth <= 2 && bytes.IndexByte(key, '\\') >= 0
 				switch {
 				case depth == 1:
 					if inRequest = string(key) == "request"; inRequest {
@@ -193,7 +197,7 @@ func PriceReview(body []byte) Price {
 		}
 		prev = c
 	}
-	if requests == 1 && objects == 1 && object.end > 0 {
+	if requests == 1 && objects == 1 && !escaped && object.end > 0 {
 		w.object = object
 	}
 	return w

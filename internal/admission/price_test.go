@@ -36,12 +36,14 @@ func referenceCount(body []byte) (w Price, ok bool) {
 	// a request and the request an object.
 	var object span
 	var requests, objects int
+	var escaped bool // a key of the body or of its members spelled with an escape
 	defer func() {
-		if requests == 1 && objects == 1 {
+		if requests == 1 && objects == 1 && !escaped {
 			w.object = object
 		}
 	}()
 	for {
+		before := dec.InputOffset()
 		tok, err := dec.Token()
 		if err != nil {
 			return w, true
@@ -49,6 +51,7 @@ func referenceCount(body []byte) (w Price, ok bool) {
 		n := len(stack)
 		if key, isString := tok.(string); isString && n > 0 && stack[n-1].wantKey {
 			stack[n-1].wantKey, stack[n-1].key = false, key // a key
+			escaped = escaped || n <= 2 && bytes.IndexByte(body[before:dec.InputOffset()], '\\') >= 0
 			switch {
 			case n == 1 && key == "request":
 				requests++
@@ -142,6 +145,9 @@ func TestPriceReviewFindsTheObject(t *testing.T) {
 		`{"request":{"object":{},"object":{}}}`:             ``,
 		`{"request":{"spec":{"object":{}}}}`:                ``,
 		`{"object":{},"request":{}}`:                        ``,
+		`{"request":{"obj\u0065ct":{}}}`:                    ``,
+		`{"request":{"object":{},"\u0078":1}}`:              ``,
+		`{"request":{"object":{"\u0078":1}}}`:               `{"\u0078":1}`,
 		`{"request":{"object":{"a":[1}`:                     ``,
 	} {
 		if got := string(PriceReview([]byte(body)).object.in([]byte(body))); got != want {
