@@ -44,16 +44,46 @@ import (
 // and diffed (typedPatch), which gives the same operations as a diff of the
 // whole documents for a fraction of its cost.
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
-	ops, typed, err := typedPatch(raw, original, mutated)
+	ops, _, err := patch(raw, original, mutated, false)
+	return ops, err
+}
+
+// PatchResult is Patch, and also what applying the patch to raw gives,
+// when that is known without applying it: the encoding of mutated, when
+// raw is, as a JSON value, the encoding of original and the patch is the
+// whole diff of the two encodings (none of its operations dropped). The
+// document applying the patch gives then equals it as a JSON value, its
+// members perhaps in another order. Otherwise result is nil.
+//
+// Unlike Patch, PatchResult also diffs part by part a pod read from YAML or
+// from kubectl's JSON, whose members come sorted, when it holds nothing the
+// typed round trip drops or spells otherwise: that costs one more decode of
+// the pod, which Patch, serving the API server's typed encoding, does not
+// spend on a pod that is not in it.
+func PatchResult(raw []byte, original, mutated *corev1.Pod) (ops []jsonpatch.Operation, result []byte, err error) {
+	return patch(raw, original, mutated, true)
+}
+
+func patch(raw []byte, original, mutated *corev1.Pod, sorted bool) (ops []jsonpatch.Operation, result []byte, err error) {
+	ops, typed, err := typedPatch(raw, original, mutated, sorted)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !typed {
 		if ops, err = wholePatch(raw, mutated); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return keepIntended(ops, original)
+	n := len(ops)
+	if ops, err = keepIntended(ops, original); err != nil {
+		return nil, nil, err
+	}
+	if typed && len(ops) == n {
+		if result, err = json.Marshal(mutated); err != nil {
+			return nil, nil, fmt.Errorf("encoding mutated pod: %w", err)
+		}
+	}
+	return ops, result, nil
 }
 
 // MarshalPatch encodes ops as a JSONPatch document: what json.Marshal
@@ -102,20 +132,17 @@ func wholePatch(raw []byte, mutated *corev1.Pod) ([]jsonpatch.Operation, error) 
 	return ops, nil
 }
 
-// typedPatch is the diff wholePatch makes, when raw is byte for byte the
-// encoding of original (it reports false otherwise): raw then holds nothing
-// the typed round trip drops or respells, so the diff is that of the
-// encodings of original and mutated, and it is taken part by part. A part
-// equal in both typed pods (reflect.DeepEqual) has the same encoding and
-// gives no operation; the others are encoded and diffed with
-// jsonpatch.CreatePatch at their path. The parts are the members the core
-// writes, which are split off when both pods have them (see diffStruct),
-// and what remains of metadata, spec and status.
-func typedPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, bool, error) {
-	if original.TypeMeta != mutated.TypeMeta || !startsLikeEncoding(raw, original) {
-		return nil, false, nil
-	}
-	if enc, err := json.Marshal(original); err != nil || !bytes.Equal(enc, raw) {
+// typedPatch is the diff wholePatch makes, when raw is the encoding of
+// original (it reports false otherwise; see isEncoding for sorted): raw then holds nothing the typed
+// round trip drops or respells, so the diff is that of the encodings of
+// original and mutated, and it is taken part by part. A part equal in both
+// typed pods (reflect.DeepEqual) has the same encoding and gives no
+// operation; the others are encoded and diffed with jsonpatch.CreatePatch
+// at their path. The parts are the members the core writes, which are split
+// off when both pods have them (see diffStruct), and what remains of
+// metadata, spec and status.
+func typedPatch(raw []byte, original, mutated *corev1.Pod, sorted bool) ([]jsonpatch.Operation, bool, error) {
+	if original.TypeMeta != mutated.TypeMeta || !isEncoding(raw, original, sorted) {
 		return nil, false, nil
 	}
 	oMeta, mMeta := original.ObjectMeta, mutated.ObjectMeta
@@ -134,13 +161,40 @@ func typedPatch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operatio
 	return ops, true, nil
 }
 
-// startsLikeEncoding reports whether raw starts as the encoding of pod
-// does: with the members of its TypeMeta, which come first. A pod read from
-// YAML (its keys sorted: apiVersion before kind) does not, and is then told
+// isEncoding reports whether raw is the encoding of pod as a JSON value,
+// which is what a diff of the whole documents reads of it. raw that starts
+// as the encoding does, with the members of its TypeMeta (the API server's
+// typed encoding), must be it byte for byte; any other raw is not, unless
+// sorted: then it must be it once written as json.Marshal writes generic
+// values, members sorted, which is what sigs.k8s.io/yaml gives of a pod
+// read from YAML, and dry-run of one read from JSON. Numbers compare as
+// they are spelled, so 1.0 is not 1; a pod that differs only there takes
+// the whole diff, which is still right. Any raw of another shape is told
 // apart without encoding the whole pod to compare.
-func startsLikeEncoding(raw []byte, pod *corev1.Pod) bool {
+func isEncoding(raw []byte, pod *corev1.Pod, sorted bool) bool {
 	tm, err := json.Marshal(pod.TypeMeta)
-	return err == nil && bytes.HasPrefix(raw, tm[:len(tm)-1])
+	if err != nil {
+		return false
+	}
+	typed := bytes.HasPrefix(raw, tm[:len(tm)-1])
+	if !typed && !sorted {
+		return false
+	}
+	enc, err := json.Marshal(pod)
+	if err != nil {
+		return false
+	}
+	if typed {
+		return bytes.Equal(enc, raw)
+	}
+	d := json.NewDecoder(bytes.NewReader(enc))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return false
+	}
+	canonical, err := json.Marshal(v)
+	return err == nil && bytes.Equal(canonical, raw)
 }
 
 // A part is a member of a struct that diffStruct diffs on its own: its

@@ -89,11 +89,21 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// As kubectl prints the pod the API server stores: the typed
+			// encoding read back as generic values, members sorted.
+			kubectl := sortedJSON(t, apiServer)
+
 			for _, in := range []struct {
-				name  string
-				raw   []byte
-				typed bool // Patch takes typedPatch's way
-			}{{"yaml", js, false}, {"apiserver", apiServer, true}, {"hostile", hostileJS, false}} {
+				name string
+				raw  []byte
+				// Patch and PatchResult take typedPatch's way
+				typed, typedSorted bool
+			}{
+				{"yaml", js, false, sameJSONValue(t, js, pod)},
+				{"apiserver", apiServer, true, true},
+				{"kubectl", kubectl, false, true},
+				{"hostile", hostileJS, false, false},
+			} {
 				t.Run(in.name, func(t *testing.T) {
 					original := &corev1.Pod{}
 					if err := json.Unmarshal(in.raw, original); err != nil {
@@ -103,30 +113,112 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 					if !res.Changed {
 						return
 					}
-					if _, typed, err := typedPatch(in.raw, original, res.Pod); err != nil || typed != in.typed {
+					if _, typed, err := typedPatch(in.raw, original, res.Pod, false); err != nil || typed != in.typed {
 						t.Fatalf("typedPatch: typed = %v, %v; want %v", typed, err, in.typed)
 					}
+					if _, typed, err := typedPatch(in.raw, original, res.Pod, true); err != nil || typed != in.typedSorted {
+						t.Fatalf("typedPatch, sorted: typed = %v, %v; want %v", typed, err, in.typedSorted)
+					}
 					want := wholeDocumentPatch(t, in.raw, original, res.Pod)
+					if len(want) == 0 {
+						want = nil
+					}
 					got, err := Patch(in.raw, original, res.Pod)
 					if err != nil {
 						t.Fatal(err)
 					}
-					checkMarshalPatch(t, got)
-					if len(want) == 0 {
-						want = nil
+					withResult, result, err := PatchResult(in.raw, original, res.Pod)
+					if err != nil {
+						t.Fatal(err)
 					}
-					if len(got) == 0 {
-						got = nil
+					for _, p := range []struct {
+						name string
+						ops  []jsonpatch.Operation
+					}{{"Patch", got}, {"PatchResult", withResult}} {
+						checkMarshalPatch(t, p.ops)
+						if len(p.ops) == 0 {
+							p.ops = nil
+						}
+						// The same operations, in the same order, with the
+						// same values: typedPatch's added objects keep their
+						// type's member order, CreatePatch's are sorted.
+						if diff := cmp.Diff(asJSON(t, want), asJSON(t, p.ops)); diff != "" {
+							t.Errorf("%s differs from the whole-document diff (-want +got):\n%s", p.name, diff)
+						}
 					}
-					// The same operations, in the same order, with the same
-					// values: typedPatch's added objects keep their type's
-					// member order, CreatePatch's are sorted.
-					if diff := cmp.Diff(asJSON(t, want), asJSON(t, got)); diff != "" {
-						t.Errorf("Patch differs from the whole-document diff (-want +got):\n%s", diff)
+					if in.typedSorted && result == nil {
+						t.Errorf("PatchResult gave no result for a pod it diffed part by part")
+					}
+					if !in.typedSorted && result != nil {
+						t.Errorf("PatchResult gave a result for a pod it diffed whole")
+					}
+					if result != nil {
+						checkResult(t, in.raw, withResult, result)
 					}
 				})
 			}
 		})
+	}
+}
+
+// sortedJSON is js read as generic values and written again: its members
+// sorted, as sigs.k8s.io/yaml and kubectl write them.
+func sortedJSON(t *testing.T, js []byte) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameJSONValue reports whether raw is, as a generic JSON value, the
+// encoding of the pod it decodes to.
+func sameJSONValue(t *testing.T, raw []byte, pod *corev1.Pod) bool {
+	t.Helper()
+	enc, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(enc, &b); err != nil {
+		t.Fatal(err)
+	}
+	return cmp.Equal(a, b)
+}
+
+// checkResult checks that applying ops to raw, as the API server does,
+// gives result as a JSON value.
+func checkResult(t *testing.T, raw []byte, ops []jsonpatch.Operation, result []byte) {
+	t.Helper()
+	b, err := MarshalPatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := evanphx.DecodePatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("the patch does not apply: %v\n%s", err, b)
+	}
+	var want, got any
+	if err := json.Unmarshal(applied, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(result, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PatchResult's result differs from the patch applied (-applied +result):\n%s", diff)
 	}
 }
 
@@ -208,5 +300,50 @@ func TestPatchAppliesToAnObjectThatLooksTyped(t *testing.T) {
 	}
 	if _, err := p.Apply(raw); err != nil {
 		t.Fatalf("the patch does not apply: %v\n%s", err, b)
+	}
+}
+
+// TestPatchResultOnlyWhenNothingIsDropped: when Patch drops an operation of
+// the typed diff (here the addition of an empty securityContext, which only
+// a typed encoding writes), applying the patch does not give the encoding
+// of the mutated pod, and PatchResult gives no result.
+func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
+	original := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "sandboxes"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "python:3.12-slim"}}},
+	}
+	raw, err := json.Marshal(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []struct {
+		name string
+		raw  []byte
+	}{{"apiserver", raw}, {"kubectl", sortedJSON(t, raw)}} {
+		t.Run(in.name, func(t *testing.T) {
+			mutated := original.DeepCopy()
+			mutated.Labels = map[string]string{"sandbox": "yes"}
+			ops, result, err := PatchResult(in.raw, original, mutated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if result == nil {
+				t.Fatal("no result for a typed diff that dropped nothing")
+			}
+			checkResult(t, in.raw, ops, result)
+
+			mutated.Spec.SecurityContext = &corev1.PodSecurityContext{}
+			ops, result, err = PatchResult(in.raw, original, mutated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) != 1 || ops[0].Path != "/metadata/labels" {
+				t.Fatalf("ops = %v, want the labels added and nothing else", asJSON(t, ops))
+			}
+			if result != nil {
+				t.Errorf("a result although the addition of {} was dropped: %s", result)
+			}
+		})
 	}
 }

@@ -2,7 +2,10 @@
 // offline, as the webhook would (mutate.Pod, then mutate.Patch, the same
 // JSONPatch, applied to the object with evanphx/json-patch, as the
 // apiserver applies it), and writes the report of what was decided:
-// dry-run, test and check share it.
+// dry-run, test and check share it. A pod that is, as a JSON value, the
+// encoding of what it decodes to (a stored pod as kubectl prints it) is
+// not patched: what the patch gives it is then the encoding of the mutated
+// pod (mutate.PatchResult), with its members in another order.
 package preview
 
 import (
@@ -40,7 +43,9 @@ type Pod struct {
 
 // Object runs the core on the object's pod and applies the JSONPatch the
 // webhook returns to the object: to a workload's template, its operations
-// prefixed with the template's path.
+// prefixed with the template's path. A Pod whose patch's result
+// mutate.PatchResult knows is given that result instead; every output
+// writes an object with its members sorted, so it prints the same.
 func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.Options) (*Pod, error) {
 	p := &Pod{Name: obj.DisplayName(ns.Name), Namespace: ns, Before: obj.JSON, Object: obj.JSON}
 	pod := &corev1.Pod{}
@@ -58,7 +63,7 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if !p.Result.Changed {
 		return p, nil
 	}
-	ops, err := mutate.Patch(obj.Pod, pod, p.Result.Pod)
+	ops, result, err := mutate.PatchResult(obj.Pod, pod, p.Result.Pod)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +73,13 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if p.Patch, err = mutate.MarshalPatch(ops); err != nil {
 		return nil, err
 	}
+	p.Changed = true
+	if obj.TemplatePath == "" && result != nil {
+		// What applying the patch gives, as a JSON value: every output
+		// writes it with its members sorted.
+		p.Object = result
+		return p, nil
+	}
 	patch, err := jsonpatch.DecodePatch(p.Patch)
 	if err == nil {
 		p.Object, err = patch.Apply(obj.JSON)
@@ -75,7 +87,6 @@ func Object(obj input.Object, ns mutate.Namespace, set *policy.Set, opts mutate.
 	if err != nil {
 		return nil, fmt.Errorf("applying the webhook's patch: %w", err)
 	}
-	p.Changed = true
 	return p, nil
 }
 
