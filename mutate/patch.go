@@ -61,29 +61,34 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 // the pod, which Patch, serving the API server's typed encoding, does not
 // spend on a pod that is not in it.
 func PatchResult(raw []byte, original, mutated *corev1.Pod) (ops []jsonpatch.Operation, result []byte, err error) {
-	return patch(raw, original, mutated, true)
+	ops, exact, err := patch(raw, original, mutated, true)
+	if err != nil || !exact {
+		return ops, nil, err
+	}
+	if result, err = json.Marshal(mutated); err != nil {
+		return nil, nil, fmt.Errorf("encoding mutated pod: %w", err)
+	}
+	return ops, result, nil
 }
 
-func patch(raw []byte, original, mutated *corev1.Pod, sorted bool) (ops []jsonpatch.Operation, result []byte, err error) {
+// patch is Patch; exact reports that the operations are the whole diff of
+// the encodings of original and mutated, and that raw is, as a JSON value,
+// the first (see isEncoding for sorted).
+func patch(raw []byte, original, mutated *corev1.Pod, sorted bool) (ops []jsonpatch.Operation, exact bool, err error) {
 	ops, typed, err := typedPatch(raw, original, mutated, sorted)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	if !typed {
 		if ops, err = wholePatch(raw, mutated); err != nil {
-			return nil, nil, err
+			return nil, false, err
 		}
 	}
 	n := len(ops)
 	if ops, err = keepIntended(ops, original); err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	if typed && len(ops) == n {
-		if result, err = json.Marshal(mutated); err != nil {
-			return nil, nil, fmt.Errorf("encoding mutated pod: %w", err)
-		}
-	}
-	return ops, result, nil
+	return ops, typed && len(ops) == n, nil
 }
 
 // MarshalPatch encodes ops as a JSONPatch document: what json.Marshal
