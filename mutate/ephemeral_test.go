@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,6 +51,7 @@ spec:
 	// An attempt to relabel on the subresource changes nothing: old's labels count.
 	pod.Labels = nil
 
+	original := pod.DeepCopy()
 	items := EphemeralMirrors(pod, stored, Namespace{Name: "sandboxes"}, set, Options{})
 	if want := []string{"mirror/b", "mirror/c"}; !cmp.Equal(items, want) {
 		t.Errorf("items %v, want %v", items, want)
@@ -58,6 +60,30 @@ spec:
 	if d := cmp.Diff(want, pod.Spec.EphemeralContainers); d != "" {
 		t.Errorf("ephemeral containers (-want +got):\n%s", d)
 	}
+	// Only the images of ephemeral containers change, and the webhook's
+	// patch, the diff of the whole pods, changes them.
+	masked := pod.DeepCopy()
+	for i := range masked.Spec.EphemeralContainers {
+		masked.Spec.EphemeralContainers[i].Image = original.Spec.EphemeralContainers[i].Image
+	}
+	if d := cmp.Diff(original, masked); d != "" {
+		t.Errorf("EphemeralMirrors changed more than images (-before +after):\n%s", d)
+	}
+	raw, err := json.Marshal(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, result, err := PatchResult(raw, original, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(asJSON(t, wholeDocumentPatch(t, raw, original, pod)), asJSON(t, ops)); d != "" {
+		t.Errorf("the patch differs from the whole-document diff (-want +got):\n%s", d)
+	}
+	if len(ops) != 2 || result == nil {
+		t.Fatalf("%d operations and a result %v, want the two mirrored images and a result", len(ops), result != nil)
+	}
+	checkResult(t, raw, ops, result)
 
 	// A pod no policy selects, or a Windows pod, is left alone.
 	other := stored.DeepCopy()

@@ -138,29 +138,25 @@ func wholePatch(raw []byte, mutated *corev1.Pod) ([]jsonpatch.Operation, error) 
 }
 
 // typedPatch is the diff wholePatch makes, when raw is the encoding of
-// original (it reports false otherwise; see isEncoding for sorted): raw then holds nothing the typed
-// round trip drops or respells, so the diff is that of the encodings of
-// original and mutated, and it is taken part by part. A part equal in both
-// typed pods (reflect.DeepEqual) has the same encoding and gives no
-// operation; the others are encoded and diffed with jsonpatch.CreatePatch
-// at their path. The parts are the members the core writes, which are split
-// off when both pods have them (see diffStruct), and what remains of
-// metadata, spec and status.
+// original (it reports false otherwise; see isEncoding for sorted): raw
+// then holds nothing the typed round trip drops or respells, so the diff
+// is that of the encodings of original and mutated, and it is taken part
+// by part. The parts are the members the core writes (regions), and
+// nothing else is compared: TestRegions checks, for the corpus and random
+// pods under every corpus policy set, that the core changes a pod nowhere
+// else, and TestPatchEqualsWholeDocumentDiff that the diff of the parts is
+// that of the whole documents. A part equal in both typed pods
+// (reflect.DeepEqual) has the same encoding and gives no operation; the
+// others are encoded and diffed with jsonpatch.CreatePatch at their path.
 func typedPatch(raw []byte, original, mutated *corev1.Pod, sorted bool) ([]jsonpatch.Operation, bool, error) {
 	if original.TypeMeta != mutated.TypeMeta || !isEncoding(raw, original, sorted) {
 		return nil, false, nil
 	}
-	oMeta, mMeta := original.ObjectMeta, mutated.ObjectMeta
-	oMeta.ManagedFields, mMeta.ManagedFields = nil, nil
-	ops, err := diffStruct(nil, &oMeta, &mMeta, "/metadata", metadataParts)
+	ops, err := diffStruct(nil, &original.ObjectMeta, &mutated.ObjectMeta, "/metadata", metadataParts)
 	if err != nil {
 		return nil, false, err
 	}
-	oSpec, mSpec := original.Spec, mutated.Spec
-	if ops, err = diffStruct(ops, &oSpec, &mSpec, "/spec", specParts); err != nil {
-		return nil, false, err
-	}
-	if ops, err = diffStruct(ops, &original.Status, &mutated.Status, "/status", nil); err != nil {
+	if ops, err = diffStruct(ops, &original.Spec, &mutated.Spec, "/spec", specParts); err != nil {
 		return nil, false, err
 	}
 	return ops, true, nil
@@ -209,7 +205,7 @@ type part struct {
 	index []int
 	name  string
 	// omitEmpty: the member is left out of the encoding when the field is
-	// a nil pointer or an empty array or map.
+	// empty as encoding/json sees it (see encoded).
 	omitEmpty bool
 	elem      []part
 }
@@ -238,46 +234,45 @@ func withElem(ps []part, elem []part) []part {
 	return ps
 }
 
-// The members the core writes: labels and annotations; containers (their
-// resources, env and volume mounts), volumes and the pod's resources.
+// The members the core writes (the regions TestRegions checks): the
+// annotations, where the status goes; the containers' image, resources,
+// env and volume mounts, in every container list; the volumes, the pod's
+// resources, its runtime class, node selector and tolerations.
 var (
-	metadataParts  = parts[metav1.ObjectMeta]("Labels", "Annotations")
-	containerParts = parts[corev1.Container]("Resources", "Env", "VolumeMounts")
-	specParts      = append(withElem(parts[corev1.PodSpec]("InitContainers", "Containers"), containerParts),
-		parts[corev1.PodSpec]("Volumes", "Resources")...)
+	metadataParts  = parts[metav1.ObjectMeta]("Annotations")
+	containerParts = parts[corev1.Container]("Image", "Resources", "Env", "VolumeMounts")
+	specParts      = slices.Concat(
+		withElem(parts[corev1.PodSpec]("InitContainers", "Containers"), containerParts),
+		withElem(parts[corev1.PodSpec]("EphemeralContainers"), parts[corev1.EphemeralContainer]("Image")),
+		parts[corev1.PodSpec]("Volumes", "Resources", "RuntimeClassName", "NodeSelector", "Tolerations"),
+	)
 )
 
-// diffStruct appends the diff of *o and *m, two values of one struct type,
-// at path. Each part both have (a non-empty array or map, a non-zero value
-// of another kind: a member of both encodings, whatever its omitempty) is
-// diffed on its own, a part of omitempty only one has is added or removed,
-// and the part is then zeroed in both, o and m being copies; what remains
-// is diffed as a whole unless it is equal.
+// diffStruct appends the diff of the parts ps of *o and *m, two values of
+// one struct type, at path: a part both encodings hold is diffed (an array
+// of structs element by element, when both hold elements), a part only
+// one holds is added or removed.
 func diffStruct(ops []jsonpatch.Operation, o, m any, path string, ps []part) ([]jsonpatch.Operation, error) {
 	ov, mv := reflect.ValueOf(o).Elem(), reflect.ValueOf(m).Elem()
 	var err error
 	for _, p := range ps {
 		of, mf := ov.FieldByIndex(p.index), mv.FieldByIndex(p.index)
 		at := path + "/" + p.name
-		switch inO, inM := present(of), present(mf); {
-		case inO && inM && of.Kind() == reflect.Slice:
+		switch inO, inM := encoded(of, p.omitEmpty), encoded(mf, p.omitEmpty); {
+		case inO && inM && of.Kind() == reflect.Slice && of.Len() > 0 && mf.Len() > 0:
 			ops, err = diffSlice(ops, of, mf, at, p.elem)
 		case inO && inM:
 			ops, err = diffEncoded(ops, of.Addr().Interface(), mf.Addr().Interface(), at)
-		case p.omitEmpty && !inO && inM && omitted(of):
+		case inM:
 			ops, err = addEncoded(ops, mf.Addr().Interface(), at)
-		case p.omitEmpty && inO && !inM && omitted(mf):
+		case inO:
 			ops = append(ops, jsonpatch.NewOperation("remove", at, nil))
-		default:
-			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		of.SetZero()
-		mf.SetZero()
 	}
-	return diffEncoded(ops, o, m, path)
+	return ops, nil
 }
 
 // addEncoded appends the addition of the encoding of v at path. The value
@@ -294,7 +289,7 @@ func addEncoded(ops []jsonpatch.Operation, v any, path string) ([]jsonpatch.Oper
 
 // diffSlice appends the diff of two arrays as CreatePatch makes it: the
 // elements beyond the shorter one removed or added, and those at the same
-// index diffed (as structs of parts elem, when given).
+// index diffed (by the parts elem, when given).
 func diffSlice(ops []jsonpatch.Operation, o, m reflect.Value, path string, elem []part) ([]jsonpatch.Operation, error) {
 	n := min(o.Len(), m.Len())
 	for i := o.Len() - 1; i >= n; i-- {
@@ -307,15 +302,12 @@ func diffSlice(ops []jsonpatch.Operation, o, m reflect.Value, path string, elem 
 		}
 	}
 	for i := range n {
-		oe, me := o.Index(i).Addr(), m.Index(i).Addr()
+		oe, me := o.Index(i).Addr().Interface(), m.Index(i).Addr().Interface()
 		at := path + "/" + strconv.Itoa(i)
 		if elem == nil {
-			ops, err = diffEncoded(ops, oe.Interface(), me.Interface(), at)
-		} else if !reflect.DeepEqual(oe.Interface(), me.Interface()) {
-			oc, mc := reflect.New(oe.Elem().Type()), reflect.New(me.Elem().Type())
-			oc.Elem().Set(oe.Elem())
-			mc.Elem().Set(me.Elem())
-			ops, err = diffStruct(ops, oc.Interface(), mc.Interface(), at, elem)
+			ops, err = diffEncoded(ops, oe, me, at)
+		} else {
+			ops, err = diffStruct(ops, oe, me, at, elem)
 		}
 		if err != nil {
 			return nil, err
@@ -349,24 +341,17 @@ func diffEncoded(ops []jsonpatch.Operation, o, m any, path string) ([]jsonpatch.
 	return ops, nil
 }
 
-// omitted reports whether omitempty leaves the field out of the encoding
-// for certain: a nil pointer, an empty array or map.
-func omitted(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Pointer:
-		return v.IsNil()
-	case reflect.Slice, reflect.Map:
-		return v.Len() == 0
-	default:
-		return false
+// encoded reports whether a field is a member of its struct's encoding:
+// always, unless omitEmpty and it is empty as encoding/json sees it (false,
+// 0, "", a nil pointer, an empty array or map; a struct never is).
+func encoded(v reflect.Value, omitEmpty bool) bool {
+	if !omitEmpty {
+		return true
 	}
-}
-
-// present reports whether a field is a member of any encoding of its
-// struct: a non-empty array or map, or a non-zero value of another kind.
-func present(v reflect.Value) bool {
 	switch v.Kind() {
-	case reflect.Slice, reflect.Map:
+	case reflect.Struct:
+		return true
+	case reflect.Slice, reflect.Map, reflect.String:
 		return v.Len() > 0
 	default:
 		return !v.IsZero()

@@ -304,9 +304,9 @@ func TestPatchAppliesToAnObjectThatLooksTyped(t *testing.T) {
 }
 
 // TestPatchResultOnlyWhenNothingIsDropped: when Patch drops an operation of
-// the typed diff (here the addition of an empty securityContext, which only
-// a typed encoding writes), applying the patch does not give the encoding
-// of the mutated pod, and PatchResult gives no result.
+// the typed diff (here the addition of an empty pod-level resources, which
+// only a typed encoding writes), applying the patch does not give the
+// encoding of the mutated pod, and PatchResult gives no result.
 func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
 	original := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
@@ -323,7 +323,7 @@ func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
 	}{{"apiserver", raw}, {"kubectl", sortedJSON(t, raw)}} {
 		t.Run(in.name, func(t *testing.T) {
 			mutated := original.DeepCopy()
-			mutated.Labels = map[string]string{"sandbox": "yes"}
+			mutated.Annotations = map[string]string{"sandbox": "yes"}
 			ops, result, err := PatchResult(in.raw, original, mutated)
 			if err != nil {
 				t.Fatal(err)
@@ -333,13 +333,13 @@ func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
 			}
 			checkResult(t, in.raw, ops, result)
 
-			mutated.Spec.SecurityContext = &corev1.PodSecurityContext{}
+			mutated.Spec.Resources = &corev1.ResourceRequirements{}
 			ops, result, err = PatchResult(in.raw, original, mutated)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ops) != 1 || ops[0].Path != "/metadata/labels" {
-				t.Fatalf("ops = %v, want the labels added and nothing else", asJSON(t, ops))
+			if len(ops) != 1 || ops[0].Path != "/metadata/annotations" {
+				t.Fatalf("ops = %v, want the annotations added and nothing else", asJSON(t, ops))
 			}
 			if result != nil {
 				t.Errorf("a result although the addition of {} was dropped: %s", result)
