@@ -51,9 +51,11 @@ func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, er
 // PatchResult is Patch, and also what applying the patch to raw gives,
 // when that is known without applying it: the encoding of mutated, when
 // raw is, as a JSON value, the encoding of original and the patch is the
-// whole diff of the two encodings (none of its operations dropped). The
-// document applying the patch gives then equals it as a JSON value, its
-// members perhaps in another order. Otherwise result is nil.
+// whole diff of the two encodings (none of its operations dropped; mutated
+// being what the core made of original, it differs from it only in the
+// parts typedPatch diffs). The document applying the patch gives then
+// equals it as a JSON value, its members perhaps in another order.
+// Otherwise result is nil.
 //
 // Unlike Patch, PatchResult also diffs part by part a pod read from YAML or
 // from kubectl's JSON, whose members come sorted, when it holds nothing the
