@@ -92,6 +92,10 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 			// As kubectl prints the pod the API server stores: the typed
 			// encoding read back as generic values, members sorted.
 			kubectl := sortedJSON(t, apiServer)
+			// The patch, as encoded, of each input that takes the typed
+			// way: the same bytes for the API server's encoding and
+			// kubectl's, as dry-run shows the webhook's patch.
+			encodedPatch := map[string]string{}
 
 			for _, in := range []struct {
 				name string
@@ -155,7 +159,17 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 					if result != nil {
 						checkResult(t, in.raw, withResult, result)
 					}
+					if in.typedSorted && in.name != "yaml" {
+						b, err := MarshalPatch(withResult)
+						if err != nil {
+							t.Fatal(err)
+						}
+						encodedPatch[in.name] = string(b)
+					}
 				})
+			}
+			if a, k := encodedPatch["apiserver"], encodedPatch["kubectl"]; a != k {
+				t.Errorf("the patch of kubectl's form of the pod is not byte for byte the webhook's:\n%s\n%s", k, a)
 			}
 		})
 	}
