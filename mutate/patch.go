@@ -165,30 +165,22 @@ func typedPatch(raw []byte, original, mutated *corev1.Pod, sorted bool) ([]jsonp
 }
 
 // isEncoding reports whether raw is the encoding of pod as a JSON value,
-// which is what a diff of the whole documents reads of it. raw that starts
-// as the encoding does, with the members of its TypeMeta (the API server's
-// typed encoding), must be it byte for byte; any other raw is not, unless
-// sorted: then it must be it once written as json.Marshal writes generic
-// values, members sorted, which is what sigs.k8s.io/yaml gives of a pod
-// read from YAML, and dry-run of one read from JSON. Numbers compare as
-// they are spelled, so 1.0 is not 1; a pod that differs only there takes
-// the whole diff, which is still right. Any raw of another shape is told
-// apart without encoding the whole pod to compare.
+// which is what a diff of the whole documents reads of it: byte for byte
+// (the API server's typed encoding), or, when sorted, once the encoding is
+// written as json.Marshal writes generic values, members sorted, which is
+// what sigs.k8s.io/yaml gives of a pod read from YAML, and dry-run of one
+// read from JSON. Numbers compare as they are spelled, so 1.0 is not 1; a
+// pod that differs only there takes the whole diff, which is still right.
 func isEncoding(raw []byte, pod *corev1.Pod, sorted bool) bool {
-	tm, err := json.Marshal(pod.TypeMeta)
-	if err != nil {
-		return false
-	}
-	typed := bytes.HasPrefix(raw, tm[:len(tm)-1])
-	if !typed && !sorted {
-		return false
-	}
 	enc, err := json.Marshal(pod)
 	if err != nil {
 		return false
 	}
-	if typed {
-		return bytes.Equal(enc, raw)
+	if bytes.Equal(enc, raw) {
+		return true
+	}
+	if !sorted {
+		return false
 	}
 	d := json.NewDecoder(bytes.NewReader(enc))
 	d.UseNumber()
