@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"testing"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -105,15 +104,7 @@ func checkRegions(t *testing.T, name string, pod *corev1.Pod, ns Namespace, set 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := jsonpatch.DecodePatch(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(raw)
+	out, b, err := applyOps(t, raw, ops)
 	if err != nil {
 		t.Fatalf("%s: the patch does not apply: %v\n%s", name, err, b)
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 )
 
@@ -91,7 +92,7 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 
 			// As kubectl prints the pod the API server stores: the typed
 			// encoding read back as generic values, members sorted.
-			kubectl := sortedJSON(t, apiServer)
+			kubectl := testkit.SortedJSON(t, apiServer)
 			// The patch, as encoded, of each input that takes the typed
 			// way: the same bytes for the API server's encoding and
 			// kubectl's, as dry-run shows the webhook's patch.
@@ -175,21 +176,6 @@ func TestPatchEqualsWholeDocumentDiff(t *testing.T) {
 	}
 }
 
-// sortedJSON is js read as generic values and written again: its members
-// sorted, as sigs.k8s.io/yaml and kubectl write them.
-func sortedJSON(t *testing.T, js []byte) []byte {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(js, &v); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // sameJSONValue reports whether raw is, as a generic JSON value, the
 // encoding of the pod it decodes to.
 func sameJSONValue(t *testing.T, raw []byte, pod *corev1.Pod) bool {
@@ -198,19 +184,12 @@ func sameJSONValue(t *testing.T, raw []byte, pod *corev1.Pod) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a, b any
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(enc, &b); err != nil {
-		t.Fatal(err)
-	}
-	return cmp.Equal(a, b)
+	return cmp.Equal(generic(t, raw), generic(t, enc))
 }
 
 // applyOps applies ops to raw as the API server does, with
-// evanphx/json-patch, and fails the test when they do not apply.
-func applyOps(t *testing.T, raw []byte, ops []jsonpatch.Operation) []byte {
+// evanphx/json-patch; it also returns the patch, as encoded, for messages.
+func applyOps(t *testing.T, raw []byte, ops []jsonpatch.Operation) (applied, patch []byte, err error) {
 	t.Helper()
 	b, err := MarshalPatch(ops)
 	if err != nil {
@@ -220,26 +199,19 @@ func applyOps(t *testing.T, raw []byte, ops []jsonpatch.Operation) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied, err := p.Apply(raw)
-	if err != nil {
-		t.Fatalf("the patch does not apply: %v\n%s", err, b)
-	}
-	return applied
+	applied, err = p.Apply(raw)
+	return applied, b, err
 }
 
 // checkResult checks that applying ops to raw, as the API server does,
 // gives result as a JSON value.
 func checkResult(t *testing.T, raw []byte, ops []jsonpatch.Operation, result []byte) {
 	t.Helper()
-	applied := applyOps(t, raw, ops)
-	var want, got any
-	if err := json.Unmarshal(applied, &want); err != nil {
-		t.Fatal(err)
+	applied, b, err := applyOps(t, raw, ops)
+	if err != nil {
+		t.Fatalf("the patch does not apply: %v\n%s", err, b)
 	}
-	if err := json.Unmarshal(result, &got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(generic(t, applied), generic(t, result)); diff != "" {
 		t.Errorf("PatchResult's result differs from the patch applied (-applied +result):\n%s", diff)
 	}
 }
@@ -312,7 +284,9 @@ func TestPatchAppliesToAnObjectThatLooksTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyOps(t, raw, ops)
+	if _, b, err := applyOps(t, raw, ops); err != nil {
+		t.Fatalf("the patch does not apply: %v\n%s", err, b)
+	}
 }
 
 // TestPatchResultOnlyWhenNothingIsDropped: when Patch drops an operation of
@@ -332,7 +306,7 @@ func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
 	for _, in := range []struct {
 		name string
 		raw  []byte
-	}{{"apiserver", raw}, {"kubectl", sortedJSON(t, raw)}} {
+	}{{"apiserver", raw}, {"kubectl", testkit.SortedJSON(t, raw)}} {
 		t.Run(in.name, func(t *testing.T) {
 			mutated := original.DeepCopy()
 			mutated.Annotations = map[string]string{"sandbox": "yes"}

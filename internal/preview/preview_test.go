@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandbox-webhook/sandbox-webhook/internal/input"
+	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit"
 	"github.com/sandbox-webhook/sandbox-webhook/internal/testkit/golden"
 	"github.com/sandbox-webhook/sandbox-webhook/mutate"
 )
@@ -31,14 +32,7 @@ func TestObjectOfWhatKubectlPrints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var v any
-			if err := json.Unmarshal(enc, &v); err != nil {
-				t.Fatal(err)
-			}
-			kubectl, err := json.Marshal(v)
-			if err != nil {
-				t.Fatal(err)
-			}
+			kubectl := testkit.SortedJSON(t, enc)
 			lm, _ := mutate.ParseLeakMitigation(c.Set.LeakMitigation)
 			ns := mutate.Namespace{Name: pod.Namespace, Labels: golden.NamespaceLabels(t)[pod.Namespace]}
 			if ns.Name == "" {

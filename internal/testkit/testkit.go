@@ -1,8 +1,8 @@
 // Package testkit holds the helpers the tests of every module share (the
 // product's packages, e2e, charts, hack/bench), so that each is written
 // once: the repository's files, free ports, the self-managed CA, the seed
-// policy, sandbox pods, polling, the Prometheus metrics and the Kubernetes
-// minors the e2e matrix proves.
+// policy, sandbox pods, polling, the Prometheus metrics, JSON as kubectl
+// writes it and the Kubernetes minors the e2e matrix proves.
 //
 // Package golden, below it, is the golden corpus they all read. Package
 // internal/command/commandtest runs the command line in process: a command
