@@ -74,7 +74,7 @@ func (h *Handler) Handle(ctx context.Context, req cradmission.Request) cradmissi
 	// panic with code 500.
 	outcome := OutcomeError
 	defer func() { h.metrics.ObserveRequest(outcome, time.Since(start)) }()
-	resp, outcome := h.handle(ctx, h.log.WithValues(requestValues(&req)...), req)
+	resp, outcome := h.handle(ctx, withDeferredValues(h.log, requestValues(&req)...), req)
 	return resp
 }
 
