@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -172,10 +173,13 @@ func typedPatch(raw []byte, original, mutated *corev1.Pod, sorted bool) ([]jsonp
 // read from JSON. Numbers compare as they are spelled, so 1.0 is not 1; a
 // pod that differs only there takes the whole diff, which is still right.
 func isEncoding(raw []byte, pod *corev1.Pod, sorted bool) bool {
-	enc, err := json.Marshal(pod)
-	if err != nil {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer putEncodeBuffer(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(pod); err != nil {
 		return false
 	}
+	enc := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if bytes.Equal(enc, raw) {
 		return true
 	}
@@ -190,6 +194,22 @@ func isEncoding(raw []byte, pod *corev1.Pod, sorted bool) bool {
 	}
 	canonical, err := json.Marshal(v)
 	return err == nil && bytes.Equal(canonical, raw)
+}
+
+// encodeBuffers holds the buffers isEncoding encodes a pod into, which
+// it compares and lets go: json.Marshal would copy each encoding into a
+// new array of the pod's size.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer is the largest buffer encodeBuffers keeps, many times a
+// sandbox pod's encoding: a pod near the caps leaves its buffer to the
+// collector rather than holding its memory between reviews.
+const maxPooledBuffer = 64 << 10
+
+func putEncodeBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBuffer {
+		encodeBuffers.Put(buf)
+	}
 }
 
 // A part is a member of a struct that diffStruct diffs on its own: its
@@ -294,6 +314,12 @@ func diffSlice(ops []jsonpatch.Operation, o, m reflect.Value, path string, elem 
 		if ops, err = addEncoded(ops, m.Index(i).Addr().Interface(), path+"/"+strconv.Itoa(i)); err != nil {
 			return nil, err
 		}
+	}
+	// Most often the core appends to such an array and changes none of
+	// the elements it had: one comparison of those then replaces one per
+	// element.
+	if elem == nil && n > 1 && reflect.DeepEqual(o.Slice(0, n).Interface(), m.Slice(0, n).Interface()) {
+		return ops, nil
 	}
 	for i := range n {
 		oe, me := o.Index(i).Addr().Interface(), m.Index(i).Addr().Interface()
