@@ -275,6 +275,8 @@ func diffStruct(ops []jsonpatch.Operation, o, m any, path string, ps []part) ([]
 		switch inO, inM := encoded(of, p.omitEmpty), encoded(mf, p.omitEmpty); {
 		case inO && inM && of.Kind() == reflect.Slice && of.Len() > 0 && mf.Len() > 0:
 			ops, err = diffSlice(ops, of, mf, at, p.elem)
+		case inO && inM && of.Type() == stringMap:
+			ops = diffStrings(ops, of.Interface().(map[string]string), mf.Interface().(map[string]string), at)
 		case inO && inM:
 			ops, err = diffEncoded(ops, of.Addr().Interface(), mf.Addr().Interface(), at)
 		case inM:
@@ -360,6 +362,35 @@ func diffEncoded(ops []jsonpatch.Operation, o, m any, path string) ([]jsonpatch.
 	}
 	return ops, nil
 }
+
+var stringMap = reflect.TypeFor[map[string]string]()
+
+// diffStrings appends the diff CreatePatch makes of two objects whose
+// members are strings (annotations, a node selector), at path: a member
+// only m has is added, one only o has removed, and one whose value changed
+// replaced, each named by its key escaped as RFC 6901 says. CreatePatch
+// would encode both maps and decode them again to find that; for the
+// annotations, where every mutated pod's status goes, that was a tenth of
+// the typed patch's time.
+func diffStrings(ops []jsonpatch.Operation, o, m map[string]string, path string) []jsonpatch.Operation {
+	for k, v := range m {
+		switch was, ok := o[k]; {
+		case !ok:
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+pointerToken.Replace(k), v))
+		case was != v:
+			ops = append(ops, jsonpatch.NewOperation("replace", path+"/"+pointerToken.Replace(k), v))
+		}
+	}
+	for k := range o {
+		if _, ok := m[k]; !ok {
+			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+pointerToken.Replace(k), nil))
+		}
+	}
+	return ops
+}
+
+// pointerToken escapes a key as a token of a JSON pointer (RFC 6901).
+var pointerToken = strings.NewReplacer("~", "~0", "/", "~1")
 
 // encoded reports whether a field is a member of its struct's encoding:
 // always, unless omitEmpty and it is empty as encoding/json sees it (false,

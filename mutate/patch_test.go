@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	evanphx "github.com/evanphx/json-patch/v5"
@@ -331,5 +332,48 @@ func TestPatchResultOnlyWhenNothingIsDropped(t *testing.T) {
 				t.Errorf("a result although the addition of {} was dropped: %s", result)
 			}
 		})
+	}
+}
+
+// TestDiffStringsIsCreatePatch: the diff of two string maps is the one
+// jsonpatch.CreatePatch makes of their encodings, for maps that share keys
+// with the same or another value, have keys of their own (added, removed),
+// keys RFC 6901 escapes, and none.
+func TestDiffStringsIsCreatePatch(t *testing.T) {
+	keys := []string{"a", "sandbox-webhook.io/status", "x~y", "~1/~0", "", "é"}
+	values := []string{"", "1", "true", `{"policies":[]}`}
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func() map[string]string {
+		m := map[string]string{}
+		for _, k := range keys {
+			if rng.IntN(3) > 0 {
+				m[k] = values[rng.IntN(len(values))]
+			}
+		}
+		return m
+	}
+	for i := range 500 {
+		o, m := random(), random()
+		a, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := jsonpatch.CreatePatch(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range want {
+			want[j].Path = "/metadata/annotations" + want[j].Path
+		}
+		got := diffStrings(nil, o, m, "/metadata/annotations")
+		sortOps(want)
+		sortOps(got)
+		if diff := cmp.Diff(asJSON(t, want), asJSON(t, got)); diff != "" {
+			t.Fatalf("case %d: %s to %s: CreatePatch's diff (-) and diffStrings' (+):\n%s", i, a, b, diff)
+		}
 	}
 }
