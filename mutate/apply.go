@@ -167,7 +167,7 @@ func (a *applier) warn(format string, args ...any) {
 	if a.shadow {
 		return
 	}
-	msg := fmt.Sprintf("sandbox-webhook: policy %q: ", a.p.Name()) + fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf("sandbox-webhook: policy %q: "+format, append([]any{a.p.Name()}, args...)...)
 	if !slices.Contains(a.res.Warnings, msg) {
 		a.res.Warnings = append(a.res.Warnings, msg)
 	}

@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -10,10 +11,13 @@ import (
 )
 
 // injected reports whether the pod's volume of vol's name is vol, which
-// this policy wants: not the pod's own volume of that name.
+// this policy wants: not the pod's own volume of that name. The volume
+// this pass injected is vol itself, which reflect.DeepEqual finds at once
+// (its source is the same pointer); the semantic comparison, which also
+// takes 1024Mi for 1Gi, is for a volume the pod came with.
 func (a *applier) injected(vol corev1.Volume) bool {
 	i := slices.IndexFunc(a.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol.Name })
-	return i >= 0 && apiequality.Semantic.DeepEqual(a.pod.Spec.Volumes[i], vol)
+	return i >= 0 && (reflect.DeepEqual(a.pod.Spec.Volumes[i], vol) || apiequality.Semantic.DeepEqual(a.pod.Spec.Volumes[i], vol))
 }
 
 // volume adds want to the pod, unless the pod or an earlier policy already
