@@ -41,8 +41,8 @@ import (
 //
 // The diff is jsonpatch.CreatePatch's. The API server sends a pod in its
 // typed encoding, so raw is most often exactly what encoding original
-// gives: then only the parts of the pod that the core changed are encoded
-// and diffed (typedPatch), which gives the same operations as a diff of the
+// gives: then only the parts of the pod that the core changed are diffed
+// (typedPatch), which gives the same operations as a diff of the
 // whole documents for a fraction of its cost.
 func Patch(raw []byte, original, mutated *corev1.Pod) ([]jsonpatch.Operation, error) {
 	ops, _, err := patch(raw, original, mutated, false)
@@ -150,7 +150,8 @@ func wholePatch(raw []byte, mutated *corev1.Pod) ([]jsonpatch.Operation, error) 
 // else, and TestPatchEqualsWholeDocumentDiff that the diff of the parts is
 // that of the whole documents. A part equal in both typed pods
 // (reflect.DeepEqual) has the same encoding and gives no operation; the
-// others are encoded and diffed with jsonpatch.CreatePatch at their path.
+// others are diffed at their path: a string map by diffStrings, the rest
+// encoded and diffed with jsonpatch.CreatePatch.
 func typedPatch(raw []byte, original, mutated *corev1.Pod, sorted bool) ([]jsonpatch.Operation, bool, error) {
 	if original.TypeMeta != mutated.TypeMeta || !isEncoding(raw, original, sorted) {
 		return nil, false, nil
