@@ -374,17 +374,20 @@ var stringMap = reflect.TypeFor[map[string]string]()
 // annotations, where every mutated pod's status goes, that was a tenth of
 // the typed patch's time.
 func diffStrings(ops []jsonpatch.Operation, o, m map[string]string, path string) []jsonpatch.Operation {
+	op := func(kind, k string, v any) jsonpatch.Operation {
+		return jsonpatch.NewOperation(kind, path+"/"+pointerToken.Replace(k), v)
+	}
 	for k, v := range m {
 		switch was, ok := o[k]; {
 		case !ok:
-			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+pointerToken.Replace(k), v))
+			ops = append(ops, op("add", k, v))
 		case was != v:
-			ops = append(ops, jsonpatch.NewOperation("replace", path+"/"+pointerToken.Replace(k), v))
+			ops = append(ops, op("replace", k, v))
 		}
 	}
 	for k := range o {
 		if _, ok := m[k]; !ok {
-			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+pointerToken.Replace(k), nil))
+			ops = append(ops, op("remove", k, nil))
 		}
 	}
 	return ops

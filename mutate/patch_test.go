@@ -352,16 +352,16 @@ func TestDiffStringsIsCreatePatch(t *testing.T) {
 		}
 		return m
 	}
-	for i := range 500 {
-		o, m := random(), random()
-		a, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+	encode := func(m map[string]string) []byte {
 		b, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return b
+	}
+	for i := range 500 {
+		o, m := random(), random()
+		a, b := encode(o), encode(m)
 		want, err := jsonpatch.CreatePatch(a, b)
 		if err != nil {
 			t.Fatal(err)
